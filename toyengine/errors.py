@@ -1,0 +1,44 @@
+"""Exception and warning hierarchy of toyengine.
+
+Every error raised on purpose by toyengine derives from :class:`ToyEngineError` and also
+from the matching builtin, so ``except ValueError`` keeps working for users who do not
+know our types.
+"""
+
+from __future__ import annotations
+
+
+class ToyEngineError(Exception):
+    """Root of all toyengine errors."""
+
+
+class ModelError(ToyEngineError, ValueError):
+    """A model, parameter or observable was built with invalid inputs.
+
+    The message names the offending parameter (or component) and the problem.
+    """
+
+
+class SpecError(ToyEngineError, ValueError):
+    """A study file is invalid. The message gives the YAML path, the bad value and what
+    was expected."""
+
+    def __init__(self, path: str, value: object, expected: str, source: str | None = None):
+        self.path = path
+        self.value = value
+        self.expected = expected
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{path}: got {value!r}; expected {expected}")
+
+
+class StoreError(ToyEngineError, RuntimeError):
+    """A result store is missing, corrupt, or belongs to a different study."""
+
+
+class ToyEngineWarning(RuntimeWarning):
+    """Root of toyengine warnings."""
+
+
+class FitFailureWarning(ToyEngineWarning):
+    """A fit did not converge; it is recorded with ``valid=False``."""

@@ -1,0 +1,217 @@
+"""The fitter: MIGRAD + HESSE (optional MINOS) on iminuit, with multi-start.
+
+A fit never raises for a numerical failure: it returns a :class:`FitResult` with
+``valid=False`` and a status code, so a study records it (ARCHITECTURE.md, "A failed fit is
+data, not an exception").
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from iminuit import Minuit
+
+from .params import ParameterSet
+
+__all__ = ["STATUS_EXCEPTION", "STATUS_INVALID", "STATUS_NOT_RUN", "STATUS_VALID", "FitResult", "fit"]
+
+STATUS_NOT_RUN = 0
+STATUS_VALID = 1
+STATUS_INVALID = 2
+STATUS_EXCEPTION = 3
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Flat, picklable record of one fit.
+
+    ``values``/``errors`` follow ``names`` (all parameters, fixed ones included; the error
+    of a fixed parameter is NaN). ``covariance`` is over ``free_names``. ``minos_lower`` is
+    negative, ``minos_upper`` positive; both NaN when MINOS was not run.
+    """
+
+    names: tuple[str, ...]
+    values: np.ndarray
+    errors: np.ndarray
+    free_names: tuple[str, ...]
+    covariance: np.ndarray
+    nll: float
+    valid: bool
+    status: int
+    edm: float
+    nfcn: int
+    at_limit: bool
+    covar_ok: bool
+    time: float
+    minos_lower: np.ndarray = field(default_factory=lambda: np.empty(0))
+    minos_upper: np.ndarray = field(default_factory=lambda: np.empty(0))
+    message: str = ""
+
+    def value(self, name: str) -> float:
+        return float(self.values[self.names.index(name)])
+
+    def error(self, name: str) -> float:
+        return float(self.errors[self.names.index(name)])
+
+    def as_dict(self) -> dict[str, float]:
+        return dict(zip(self.names, (float(v) for v in self.values), strict=True))
+
+    @classmethod
+    def failed(cls, params: ParameterSet, message: str, elapsed: float = 0.0,
+               nfcn: int = 0) -> FitResult:
+        n = len(params)
+        nf = len(params.free_names)
+        nan = np.full(n, np.nan)
+        return cls(params.names, nan.copy(), nan.copy(), params.free_names,
+                   np.full((nf, nf), np.nan), math.nan, False, STATUS_EXCEPTION, math.nan,
+                   nfcn, False, False, elapsed, nan.copy(), nan.copy(), message)
+
+
+def _start_points(params: ParameterSet, starts: int,
+                  rng: np.random.Generator | None) -> list[np.ndarray]:
+    """The nominal start, then ``starts - 1`` randomised ones.
+
+    Free parameters with finite limits are drawn uniformly inside them; otherwise from a
+    Gaussian of width 3 × the step guess around the nominal value (clipped to limits).
+    """
+    x0 = params.values
+    points = [x0]
+    if starts > 1:
+        if rng is None:
+            rng = np.random.default_rng(0)
+        for _ in range(starts - 1):
+            x = x0.copy()
+            for i, p in enumerate(params):
+                if p.fixed:
+                    continue
+                lo, hi = p.limits
+                if math.isfinite(lo) and math.isfinite(hi):
+                    x[i] = rng.uniform(lo, hi)
+                else:
+                    x[i] = np.clip(p.value + 3 * p.error_guess * rng.standard_normal(), lo, hi)
+            points.append(x)
+    return points
+
+
+def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
+                minos: bool, strategy: int, tol: float | None) -> FitResult:
+    t0 = time.perf_counter()
+    grad = getattr(nll, "grad", None)
+    m = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = Minuit(nll, x0, grad=grad, name=params.names)
+            m.errordef = Minuit.LIKELIHOOD
+            m.strategy = strategy
+            m.print_level = 0
+            if tol is not None:
+                m.tol = tol
+            for i, p in enumerate(params):
+                name = p.name
+                m.limits[name] = p.limits
+                m.fixed[name] = p.fixed
+                m.errors[name] = p.error_guess
+                del i
+            m.migrad()
+            if m.fmin is not None and m.fmin.is_valid:
+                m.hesse()
+            fmin = m.fmin
+            valid = bool(fmin.is_valid and fmin.has_covariance and fmin.has_posdef_covar
+                         and math.isfinite(fmin.fval))
+            lower = np.full(len(params), np.nan)
+            upper = np.full(len(params), np.nan)
+            if minos and valid:
+                try:
+                    m.minos()
+                    for i, p in enumerate(params):
+                        if not p.fixed and p.name in m.merrors:
+                            me = m.merrors[p.name]
+                            lower[i], upper[i] = me.lower, me.upper
+                except Exception:  # noqa: BLE001 - MINOS failure is recorded, not raised
+                    pass
+        free = params.free_names
+        errors = np.array(m.errors, dtype=float)
+        errors[~params.free_mask] = np.nan
+        if m.covariance is not None:
+            cov = np.array(m.covariance, dtype=float)
+            idx = [params.index(n) for n in free]
+            cov = cov[np.ix_(idx, idx)]
+        else:
+            cov = np.full((len(free), len(free)), np.nan)
+        return FitResult(
+            names=params.names,
+            values=np.array(m.values, dtype=float),
+            errors=errors,
+            free_names=free,
+            covariance=cov,
+            nll=float(fmin.fval),
+            valid=valid,
+            status=1 if valid else 2,
+            edm=float(fmin.edm),
+            nfcn=int(m.nfcn),
+            at_limit=bool(fmin.has_parameters_at_limit),
+            covar_ok=bool(fmin.has_accurate_covar),
+            time=time.perf_counter() - t0,
+            minos_lower=lower,
+            minos_upper=upper,
+        )
+    except Exception as exc:  # noqa: BLE001 - a numerical failure is a result, not an error
+        nfcn = int(m.nfcn) if m is not None else 0
+        return FitResult.failed(params, f"{type(exc).__name__}: {exc}",
+                                time.perf_counter() - t0, nfcn)
+
+
+def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int = 1,
+        rng: np.random.Generator | None = None, minos: bool = False, strategy: int = 1,
+        tol: float | None = None) -> FitResult:
+    """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
+
+    Parameters
+    ----------
+    nll : callable
+        ``nll(x) -> float`` on the full parameter vector in ``params`` order (fixed
+        parameters included); may carry ``nll.grad(x)``. The function must already contain
+        the Gaussian constraint terms.
+    params : ParameterSet
+        Start values, limits and fixed flags.
+    starts : int
+        Number of starts: the nominal one plus ``starts - 1`` randomised ones (drawn from
+        ``rng``). The lowest valid minimum is kept; if none is valid the lowest minimum.
+    rng : numpy.random.Generator, optional
+        Source of the randomised starts (needed for reproducibility when ``starts > 1``).
+    minos : bool
+        Also run MINOS for every free parameter.
+
+    Returns
+    -------
+    FitResult
+        ``valid=False`` (never an exception) when the fit fails numerically.
+    """
+    t0 = time.perf_counter()
+    best: FitResult | None = None
+    total_nfcn = 0
+    for x0 in _start_points(params, max(int(starts), 1), rng):
+        res = _single_fit(nll, params, x0, minos, strategy, tol)
+        total_nfcn += res.nfcn
+        if best is None or _better(res, best):
+            best = res
+    assert best is not None
+    elapsed = time.perf_counter() - t0
+    return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn})
+
+
+def _better(a: FitResult, b: FitResult) -> bool:
+    """Is ``a`` a better minimum than ``b``? Valid beats invalid, then lower −ln L."""
+    if a.valid != b.valid:
+        return a.valid
+    if not math.isfinite(a.nll):
+        return False
+    if not math.isfinite(b.nll):
+        return True
+    return a.nll < b.nll

@@ -1,0 +1,204 @@
+"""Fit parameters: value, limits, fixed flag and an optional Gaussian constraint.
+
+A :class:`ParameterSet` is an ordered, immutable collection that maps to and from the
+positional vectors iminuit works with. Models evaluate on *full* value vectors (fixed
+parameters included) so that caches can be keyed on plain floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .errors import ModelError
+
+__all__ = ["Constraint", "Parameter", "ParameterSet"]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Gaussian constraint ``-ln L += (p - mean)^2 / (2 sigma^2)`` on one parameter."""
+
+    mean: float
+    sigma: float
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One model parameter.
+
+    Parameters
+    ----------
+    name : str
+        Unique name within a model.
+    value : float
+        Start (and generation) value.
+    limits : tuple of float
+        ``(lo, hi)``; use ``-inf``/``inf`` for open sides.
+    fixed : bool
+        Fixed parameters are not varied by the fitter.
+    constraint : Constraint or None
+        Optional Gaussian constraint added to the negative log-likelihood.
+    """
+
+    name: str
+    value: float
+    limits: tuple[float, float] = (-math.inf, math.inf)
+    fixed: bool = False
+    constraint: Constraint | None = None
+    step: float | None = None
+
+    def __post_init__(self) -> None:
+        lo, hi = (float(v) for v in self.limits)
+        object.__setattr__(self, "limits", (lo, hi))
+        object.__setattr__(self, "value", float(self.value))
+        if not math.isfinite(self.value):
+            msg = f"parameter {self.name!r}: value {self.value} is not finite"
+            raise ModelError(msg)
+        if not lo < hi:
+            msg = f"parameter {self.name!r}: limits {self.limits} are empty (need lo < hi)"
+            raise ModelError(msg)
+        if not lo <= self.value <= hi:
+            msg = f"parameter {self.name!r}: value {self.value} is outside its limits {self.limits}"
+            raise ModelError(msg)
+        if self.constraint is not None:
+            if not (self.constraint.sigma > 0 and math.isfinite(self.constraint.sigma)):
+                msg = (
+                    f"parameter {self.name!r}: constraint width {self.constraint.sigma} "
+                    "must be a positive finite number"
+                )
+                raise ModelError(msg)
+
+    @property
+    def error_guess(self) -> float:
+        """A starting step for the minimiser."""
+        if self.step is not None:
+            return self.step
+        if self.constraint is not None:
+            return self.constraint.sigma
+        lo, hi = self.limits
+        if math.isfinite(lo) and math.isfinite(hi):
+            return 0.05 * (hi - lo)
+        return max(0.1 * abs(self.value), 0.1)
+
+
+@dataclass(frozen=True)
+class ParameterSet:
+    """An ordered set of parameters with unique names."""
+
+    params: tuple[Parameter, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        names = [p.name for p in self.params]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            msg = f"duplicate parameter names: {sorted(dup)}"
+            raise ModelError(msg)
+
+    # --- container protocol -------------------------------------------------------------
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(self.params)
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def __contains__(self, name: object) -> bool:
+        return any(p.name == name for p in self.params)
+
+    def __getitem__(self, name: str) -> Parameter:
+        for p in self.params:
+            if p.name == name:
+                return p
+        msg = f"unknown parameter {name!r}; known: {self.names}"
+        raise ModelError(msg)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.array([p.value for p in self.params], dtype=float)
+
+    @property
+    def free_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params if not p.fixed)
+
+    @property
+    def free_mask(self) -> np.ndarray:
+        return np.array([not p.fixed for p in self.params], dtype=bool)
+
+    def index(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            msg = f"unknown parameter {name!r}; known: {self.names}"
+            raise ModelError(msg) from None
+
+    def as_dict(self) -> dict[str, float]:
+        return {p.name: p.value for p in self.params}
+
+    # --- derived sets -------------------------------------------------------------------
+    def updated(self, changes: Mapping[str, Mapping[str, object] | float]) -> ParameterSet:
+        """A copy with some parameters changed.
+
+        ``changes`` maps names to a new value (float) or to a dict of Parameter fields,
+        e.g. ``{"gamma": 0.5, "n_bkg": {"fixed": True}}``.
+        """
+        unknown = [n for n in changes if n not in self]
+        if unknown:
+            msg = f"unknown parameter(s) {unknown}; known: {self.names}"
+            raise ModelError(msg)
+        new = []
+        for p in self.params:
+            if p.name in changes:
+                ch = changes[p.name]
+                if isinstance(ch, Mapping):
+                    kw = dict(ch)
+                    if "constraint" in kw and isinstance(kw["constraint"], Mapping):
+                        kw["constraint"] = Constraint(**kw["constraint"])  # type: ignore[arg-type]
+                    if "limits" in kw and kw["limits"] is not None:
+                        kw["limits"] = tuple(kw["limits"])  # type: ignore[arg-type]
+                    p = replace(p, **kw)  # type: ignore[arg-type]
+                else:
+                    p = replace(p, value=float(ch))
+            new.append(p)
+        return ParameterSet(tuple(new))
+
+    def with_values(self, values: Iterable[float] | Mapping[str, float]) -> ParameterSet:
+        """A copy with new values, clipped into the limits (used for fit start points)."""
+        if isinstance(values, Mapping):
+            vals = [values.get(p.name, p.value) for p in self.params]
+        else:
+            vals = list(values)
+        out = []
+        for p, v in zip(self.params, vals, strict=True):
+            lo, hi = p.limits
+            out.append(replace(p, value=float(min(max(v, lo), hi))))
+        return ParameterSet(tuple(out))
+
+    def constraint_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Indices, means and widths of the Gaussian-constrained parameters."""
+        idx, mu, sig = [], [], []
+        for i, p in enumerate(self.params):
+            if p.constraint is not None:
+                idx.append(i)
+                mu.append(p.constraint.mean)
+                sig.append(p.constraint.sigma)
+        return np.array(idx, dtype=int), np.array(mu, dtype=float), np.array(sig, dtype=float)
+
+    # --- iminuit mapping ----------------------------------------------------------------
+    def to_minuit(self, minuit: object) -> None:
+        """Copy limits, fixed flags and step sizes onto an ``iminuit.Minuit``."""
+        for p in self.params:
+            minuit.limits[p.name] = p.limits  # type: ignore[attr-defined]
+            minuit.fixed[p.name] = p.fixed  # type: ignore[attr-defined]
+            minuit.errors[p.name] = p.error_guess  # type: ignore[attr-defined]
+
+    def from_minuit(self, minuit: object) -> ParameterSet:
+        """A copy whose values are the current values of an ``iminuit.Minuit``."""
+        return self.with_values(list(minuit.values))  # type: ignore[attr-defined]

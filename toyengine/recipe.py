@@ -1,0 +1,202 @@
+"""The one toy recipe behind every study kind, and ``run_chunk`` — pure and Dask-free.
+
+::
+
+    for variant v:                       models_v = apply_variation(base, v, seed(v))
+        for toy t in chunk:              data = generate(models_v.generator, seed(v, t))
+            for hypothesis h:            fit(models_v[h], data)
+
+Seeds (ARCHITECTURE.md): toy ``(v, t)`` draws everything from
+``SeedSequence(root_seed, spawn_key=(v, t))`` — its first child generates the data, the
+others seed the multi-start of each hypothesis' fit; a random variant ``v`` builds its models
+with ``SeedSequence(root_seed, spawn_key=(v,))``. Nothing depends on chunking, worker count,
+order, retries or resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import FitFailureWarning
+from .fit import STATUS_EXCEPTION, fit
+from .models import get_builder
+from .spec import StudySpec, Variant
+
+__all__ = ["Chunk", "ChunkResult", "build_model", "param_axis", "run_chunk", "toy_seed"]
+
+#: per-process cache of built models: a worker builds each (study, variant, model) once
+#: and every toy of every chunk it runs shares that likelihood core.
+_MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
+_MODEL_CACHE_MAX = 64
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Toys ``[start, stop)`` of variant ``variant``; ``index`` is its slot in the store."""
+
+    index: int
+    variant: int
+    start: int
+    stop: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass
+class ChunkResult:
+    """Plain arrays for one chunk (fixed schema, see docs/store-format.md)."""
+
+    chunk: Chunk
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    elapsed: float = 0.0
+
+    @property
+    def n_failed(self) -> int:
+        return int(np.sum(self.arrays["status"] != 1))
+
+
+def toy_seed(root_seed: int, variant: int, toy: int) -> np.random.SeedSequence:
+    """The seed sequence of toy ``(variant, toy)``."""
+    return np.random.SeedSequence(root_seed, spawn_key=(variant, toy))
+
+
+def variant_rng(root_seed: int, variant: int) -> np.random.Generator:
+    """The generator a random variant builds its models with."""
+    return np.random.default_rng(np.random.SeedSequence(root_seed, spawn_key=(variant,)))
+
+
+def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
+    """Build model ``name`` for ``variant`` (cached per process)."""
+    key_variant = variant.index if (variant.random or variant.patches.get(name)) else -1
+    key = (spec.digest, key_variant, name)
+    if key in _MODEL_CACHE:
+        return _MODEL_CACHE[key]
+    cfg = spec.model_config(variant, name)
+    rng = variant_rng(spec.seed, variant.index) if variant.random else None
+    model = get_builder(cfg["builder"])(cfg.get("options") or {}, rng)
+    overrides = cfg.get("parameters")
+    if overrides:
+        model.parameters = model.parameters.updated(overrides)
+    if len(_MODEL_CACHE) >= _MODEL_CACHE_MAX:
+        _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
+    _MODEL_CACHE[key] = model
+    return model
+
+
+def param_axis(spec: StudySpec) -> tuple[str, ...]:
+    """Union of the parameter names of the generator and every hypothesis, over the
+    variants (random variants share the names of their first member)."""
+    names: list[str] = []
+    seen_random = False
+    for v in spec.variants:
+        if v.random:
+            if seen_random:
+                continue
+            seen_random = True
+        for m in (*spec.hypotheses, v.generate):
+            for n in build_model(spec, v, m).parameters.names:
+                if n not in names:
+                    names.append(n)
+    return tuple(names)
+
+
+def load_fixed_data(spec: StudySpec, model: Any) -> Any:
+    """The study's fixed data set (kinds that refit one data set), loaded by the model's
+    ``load_data`` if it has one, else from an ``.npz`` with an ``x`` array."""
+    path = spec.data_path()
+    if path is None:
+        return None
+    loader = getattr(model, "load_data", None)
+    if loader is not None:
+        return loader(path)
+    with np.load(path) as f:
+        return np.asarray(f["x"], dtype=float)
+
+
+def _n_events(data: Any) -> int:
+    n = getattr(data, "n_events", None)
+    if n is not None:
+        return int(n)
+    try:
+        return len(data)
+    except TypeError:
+        return -1
+
+
+def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = None) -> ChunkResult:
+    """Run the toys of one chunk and return their records (pure: same input, same output).
+
+    ``params`` is the store's parameter axis (computed from the spec if not given).
+    """
+    t0 = time.perf_counter()
+    params = param_axis(spec) if params is None else params
+    pindex = {n: i for i, n in enumerate(params)}
+    v = spec.variants[chunk.variant]
+    hyps = [build_model(spec, v, h) for h in spec.hypotheses]
+    gen = build_model(spec, v, v.generate)
+    fixed = load_fixed_data(spec, gen)
+    n, nh, npar = chunk.size, len(hyps), len(params)
+    a = {
+        "value": np.full((n, nh, npar), np.nan),
+        "error": np.full((n, nh, npar), np.nan),
+        "minos_lower": np.full((n, nh, npar), np.nan),
+        "minos_upper": np.full((n, nh, npar), np.nan),
+        "nll": np.full((n, nh), np.nan),
+        "valid": np.zeros((n, nh), dtype=bool),
+        "edm": np.full((n, nh), np.nan),
+        "nfcn": np.zeros((n, nh), dtype=np.int64),
+        "fit_time": np.full((n, nh), np.nan),
+        "status": np.zeros((n, nh), dtype=np.int8),
+        "gof": np.full((n, nh), np.nan),
+        "n_events": np.full(n, -1, dtype=np.int64),
+    }
+    for i, t in enumerate(range(chunk.start, chunk.stop)):
+        ss = toy_seed(spec.seed, v.index, t)
+        children = ss.spawn(1 + nh)
+        try:
+            data = fixed if fixed is not None else gen.sample(gen.parameters.values,
+                                                             np.random.default_rng(children[0]))
+        except Exception as exc:  # noqa: BLE001 - a toy that cannot be generated is recorded
+            warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
+                          FitFailureWarning, stacklevel=1)
+            a["status"][i] = STATUS_EXCEPTION
+            continue
+        a["n_events"][i] = _n_events(data)
+        for h, model in enumerate(hyps):
+            try:
+                nll = model.nll(data)
+                res = fit(nll, model.parameters, starts=spec.fit["starts"],
+                          rng=np.random.default_rng(children[1 + h]),
+                          minos=spec.fit["minos"], strategy=spec.fit["strategy"])
+            except Exception as exc:  # noqa: BLE001
+                warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
+                              f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
+                a["status"][i, h] = STATUS_EXCEPTION
+                continue
+            cols = [pindex[nm] for nm in res.names]
+            a["value"][i, h, cols] = res.values
+            a["error"][i, h, cols] = res.errors
+            if res.minos_lower.size:
+                a["minos_lower"][i, h, cols] = res.minos_lower
+                a["minos_upper"][i, h, cols] = res.minos_upper
+            a["nll"][i, h] = res.nll
+            a["valid"][i, h] = res.valid
+            a["edm"][i, h] = res.edm
+            a["nfcn"][i, h] = res.nfcn
+            a["fit_time"][i, h] = res.time
+            a["status"][i, h] = res.status
+            gof = getattr(model, "gof_statistic", None)
+            if gof is not None and res.valid:
+                try:
+                    a["gof"][i, h] = float(gof(data, res.values))
+                except Exception:  # noqa: BLE001
+                    a["gof"][i, h] = math.nan
+    return ChunkResult(chunk, a, time.perf_counter() - t0)

@@ -1,0 +1,267 @@
+"""The Dask runner: submit the chunks not yet done, stream results into the store.
+
+Tasks are pure (``run_chunk``) and seeded from ``(root_seed, variant, toy)``, so a task
+that is retried after a worker dies, or re-run after the client dies, produces identical
+numbers. The client writes each finished chunk into its region as soon as it arrives
+(``distributed.as_completed``) and flags it done, so a crash loses at most the chunks in
+flight.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import zarr
+
+from .errors import StoreError, ToyEngineError
+from .recipe import Chunk, build_model, param_axis, run_chunk
+from .spec import StudySpec
+from .store import StoreInfo, create_store, extend_store, write_chunk
+
+__all__ = ["RunReport", "auto_chunk_size", "run_study"]
+
+TARGET_TASK_SECONDS = 5.0
+
+
+@dataclass
+class RunReport:
+    """What a run did. ``complete`` is True when every toy of the study is in the store."""
+
+    store: str
+    toys_total: int
+    chunks_total: int
+    chunks_run: int = 0
+    chunks_skipped: int = 0
+    failed_fits: int = 0
+    errors: list[str] = field(default_factory=list)
+    missing_chunks: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+    chunk_size: int = 0
+    dashboard: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing_chunks
+
+
+def auto_chunk_size(seconds_per_toy: float, toys: int, n_workers: int) -> int:
+    """Toys per task: about ``TARGET_TASK_SECONDS`` of work, but at least four tasks per
+    worker when the study is small enough for that to matter."""
+    by_time = max(1, int(round(TARGET_TASK_SECONDS / max(seconds_per_toy, 1e-4))))
+    by_balance = max(1, math.ceil(toys / (4 * max(n_workers, 1))))
+    return max(1, min(by_time, by_balance))
+
+
+class _Progress:
+    """One status line: toys done/total, toys/s, ETA, failed fits."""
+
+    def __init__(self, name: str, total: int, done: int, out: TextIO | None):
+        self.name, self.total, self.done, self.out = name, total, done, out
+        self.start_done = done
+        self.failed = 0
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.tty = bool(out is not None and getattr(out, "isatty", lambda: False)())
+
+    def update(self, n: int, failed: int, final: bool = False) -> None:
+        self.done += n
+        self.failed += failed
+        if self.out is None:
+            return
+        now = time.monotonic()
+        if not final and now - self.last < (0.5 if self.tty else 10.0):
+            return
+        self.last = now
+        el = now - self.t0
+        rate = (self.done - self.start_done) / el if el > 0 else 0.0
+        left = self.total - self.done
+        eta = _fmt_seconds(left / rate) if rate > 0 else "?"
+        pct = 100.0 * self.done / max(self.total, 1)
+        line = (f"[{self.name}] {self.done}/{self.total} toys ({pct:.0f}%) | "
+                f"{rate:.1f} toys/s | ETA {eta} | failed fits {self.failed}")
+        if self.tty:
+            self.out.write("\r" + line + ("\n" if final else ""))
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    if s >= 3600:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+def _truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    truth = np.full((len(spec.variants), len(params)), np.nan)
+    for v in spec.variants:
+        gen = build_model(spec, v, v.generate)
+        for n, val in zip(gen.parameters.names, gen.parameters.values, strict=True):
+            truth[v.index, params.index(n)] = val
+    reference = truth[0].copy()
+    ref_model = build_model(spec, spec.variants[0], spec.hypotheses[0])
+    base = spec.variants[0]
+    if base.patches:  # the reference is the unpatched first hypothesis
+        from dataclasses import replace
+
+        ref_model = build_model(spec, replace(base, patches={}, random=False, index=0),
+                                spec.hypotheses[0])
+    for n, val in zip(ref_model.parameters.names, ref_model.parameters.values, strict=True):
+        reference[params.index(n)] = val
+    return truth, reference
+
+
+def _time_one_toy(spec: StudySpec, params: tuple[str, ...]) -> float:
+    t0 = time.perf_counter()
+    run_chunk(spec, Chunk(0, 0, 0, 1), params)
+    return time.perf_counter() - t0
+
+
+def _make_client(workers: int | None, scheduler: str | None, security: Any,
+                 out: TextIO | None) -> tuple[Any, Any]:
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        client = Client(scheduler, security=security, timeout="30s")
+        return client, None
+    n = workers or os.cpu_count() or 1
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                           silence_logs=40)
+    client = Client(cluster)
+    return client, cluster
+
+
+def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
+              scheduler: str | None = None, client: Any = None, chunk_size: int | None = None,
+              security: Any = None, progress: TextIO | None = sys.stderr) -> RunReport:
+    """Run (or resume, or extend) ``spec`` into the result store at ``store``.
+
+    Parameters
+    ----------
+    spec : StudySpec
+        A validated study (:func:`toyengine.load_spec`).
+    store : path
+        The zarr result store. Created if missing; if it exists it must come from the same
+        study (same digest), and only chunks not yet done are run. A larger ``spec.toys``
+        extends it.
+    workers : int, optional
+        Worker processes of the default ``LocalCluster`` (one thread each; default: one
+        per core).
+    scheduler : str, optional
+        Address of an existing Dask scheduler to use instead (``tcp://host:port``).
+    client : distributed.Client, optional
+        An existing client (takes precedence over ``scheduler``/``workers``).
+    chunk_size : int, optional
+        Toys per task; default automatic (a few seconds of work per task).
+    security : distributed.Security, optional
+        TLS settings for ``scheduler`` (see ``cluster/README.md``).
+    progress : file, optional
+        Where the progress line goes (``None`` for silence).
+    """
+    t_start = time.monotonic()
+    store = Path(store)
+    params = param_axis(spec)
+    existing = store.exists()
+    if existing:
+        info = StoreInfo(store)
+        if info.attrs.get("spec_digest") != spec.digest:
+            msg = (f"store {store} was made from a different study (name "
+                   f"{info.attrs.get('study_name')!r}, digest {info.attrs.get('spec_digest', '')[:12]}"
+                   f") than {spec.name!r} (digest {spec.digest[:12]}); use another --store path "
+                   "or the study file that made it")
+            raise StoreError(msg)
+        if info.params != params:
+            msg = f"store {store} has parameters {info.params}, the study has {params}"
+            raise StoreError(msg)
+        if spec.toys > info.toys:
+            extend_store(store, spec, spec.toys)
+            info = StoreInfo(store)
+        elif spec.toys < info.toys and progress is not None:
+            progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
+                           f"{spec.toys}); running any of them not yet done\n")
+
+    own_client = client is None
+    cluster = None
+    if own_client:
+        client, cluster = _make_client(workers, scheduler, security, progress)
+    try:
+        dashboard = getattr(client, "dashboard_link", "") or ""
+        if progress is not None:
+            progress.write(f"Dask dashboard: {dashboard}\n")
+        if not existing:
+            if chunk_size is None:
+                chunk_size = spec.chunk_size
+            if chunk_size is None:
+                n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+                chunk_size = auto_chunk_size(_time_one_toy(spec, params), spec.toys, n_workers)
+            truth, reference = _truth_and_reference(spec, params)
+            create_store(store, spec, params, truth, reference, chunk_size)
+            info = StoreInfo(store)
+        chunks = info.chunks()
+        done = info.done()
+        pending = [c for c in chunks if not done[c.index]]
+        total_toys = sum(c.size for c in chunks)
+        report = RunReport(str(store), total_toys, len(chunks),
+                           chunks_skipped=len(chunks) - len(pending),
+                           chunk_size=info.chunk_size, dashboard=dashboard)
+        if progress is not None and report.chunks_skipped:
+            progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks already "
+                           "done\n")
+        group = zarr.open_group(str(store), mode="r+")
+        bar = _Progress(spec.name, total_toys,
+                        sum(c.size for c in chunks if done[c.index]), progress)
+        _submit_and_collect(client, spec, params, pending, group, bar, report)
+        bar.update(0, 0, final=True)
+    finally:
+        if own_client:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    final = StoreInfo(store)
+    final_done = final.done()
+    report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
+    report.seconds = time.monotonic() - t_start
+    return report
+
+
+def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
+                        pending: list[Chunk], group: zarr.Group, bar: _Progress,
+                        report: RunReport) -> None:
+    from distributed import as_completed
+
+    if not pending:
+        return
+    tag = spec.digest[:12]
+    futures = client.map(run_chunk, [spec] * len(pending), pending, [params] * len(pending),
+                         key=[f"toyengine-{tag}-chunk-{c.index}" for c in pending],
+                         retries=3, pure=False)
+    for fut in as_completed(futures):
+        try:
+            res = fut.result()
+        except Exception as exc:  # noqa: BLE001 - reported, the chunk stays "not done"
+            report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
+            continue
+        write_chunk(group, res)
+        report.chunks_run += 1
+        report.failed_fits += res.n_failed
+        bar.update(res.chunk.size, res.n_failed)
+        fut.release()
+
+
+def require_complete(report: RunReport) -> None:
+    if not report.complete:
+        msg = (f"{len(report.missing_chunks)} chunk(s) not done in {report.store}: "
+               f"{report.missing_chunks[:20]}; errors: {report.errors[:5]}")
+        raise ToyEngineError(msg)

@@ -1,0 +1,126 @@
+"""Parametric 1-D shapes for :class:`toyengine.model1d.Model1D`.
+
+Each shape maps the observable ``x`` (here a mass difference in MeV) to a non-negative,
+unnormalised density; the model normalises numerically on the fit range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ModelError
+from .kinematics import phase_space_2body, phase_space_3body
+from .lineshapes import BreitWignerGrid, bernstein_basis, rbw_density, sphere_coefficients
+
+__all__ = ["PhaseSpacePolynomial", "RelativisticBW"]
+
+
+@dataclass(frozen=True)
+class RelativisticBW:
+    """Relativistic Breit–Wigner with mass-dependent width (seed 000 Eqs. 7–8; PHYSICS.md
+    §2.2) for a two-body decay ``R -> A B`` in angular momentum ``L``.
+
+    The observable is ``x = m - offset`` (e.g. ``delta_m = m(D0D0pi+) - (m_D*+ + m_D0)``);
+    the parameters are the pole position ``x0 = m0 - offset`` and the width ``Gamma0``.
+    """
+
+    mass_param: str
+    width_param: str
+    offset: float
+    m_a: float
+    m_b: float
+    L: int = 1
+    radius: float = 3.5  # GeV^-1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.L <= 4:
+            msg = f"RelativisticBW: L={self.L} not supported (need 0..4)"
+            raise ModelError(msg)
+        if self.radius < 0:
+            msg = f"RelativisticBW: radius {self.radius} must be >= 0"
+            raise ModelError(msg)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return (self.mass_param, self.width_param)
+
+    def _grid(self, x: np.ndarray) -> BreitWignerGrid | None:
+        # the model evaluates on one fixed grid: precompute q(m), D_L(z(m)) there once
+        cache = self.__dict__.setdefault("_cache", {})
+        key = (x.shape, float(x[0]), float(x[-1])) if x.ndim == 1 and x.size else None
+        if key is None:
+            return None
+        if key not in cache:
+            cache.clear()
+            cache[key] = BreitWignerGrid(x + self.offset, self.m_a, self.m_b, self.L, self.radius)
+        return cache[key]
+
+    def evaluate(self, x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+        x0, gamma0 = values
+        m0 = self.offset + x0
+        if m0 <= self.m_a + self.m_b or gamma0 <= 0:
+            return np.zeros_like(x)
+        grid = self._grid(x)
+        if grid is None:
+            return rbw_density(x + self.offset, m0, gamma0, self.m_a, self.m_b, self.L,
+                               self.radius)
+        return grid(m0, gamma0)
+
+    def evaluate_with_gradient(self, x: np.ndarray, values: tuple[float, ...]
+                               ) -> tuple[np.ndarray, np.ndarray]:
+        """The shape and its derivatives with respect to ``(x0, Gamma0)``, shape (2, n)."""
+        x0, gamma0 = values
+        m0 = self.offset + x0
+        if m0 <= self.m_a + self.m_b or gamma0 <= 0:
+            return np.zeros_like(x), np.zeros((2, len(x)))
+        grid = self._grid(x)
+        assert grid is not None
+        f, d_m0, d_g = grid.density_and_gradient(m0, gamma0)
+        return f, np.stack([d_m0, d_g])
+
+
+@dataclass(frozen=True)
+class PhaseSpacePolynomial:
+    """Phase space × positive polynomial, a linear shape (PHYSICS.md §2.1, §5).
+
+    ``B(x) = Phi(x + offset) * sum_k c_k b_k(x)`` with Bernstein basis ``b_k`` of the given
+    ``order`` on ``[lo, hi]`` and ``c = sphere_coefficients(phi_1..phi_order)`` — non-negative
+    for every parameter value, so the background is positive everywhere (Ostap's positive
+    polynomial). ``masses`` has two entries (two-body phase space, e.g. ``D*+ D0``) or three
+    (three-body phase space, e.g. ``D0 D0 pi+``).
+    """
+
+    coef_params: tuple[str, ...]
+    offset: float
+    masses: tuple[float, ...]
+    lo: float
+    hi: float
+
+    def __post_init__(self) -> None:
+        if len(self.masses) not in (2, 3):
+            msg = f"PhaseSpacePolynomial: need 2 or 3 masses, got {self.masses}"
+            raise ModelError(msg)
+
+    @property
+    def order(self) -> int:
+        return len(self.coef_params)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return self.coef_params
+
+    def phase_space(self, x: np.ndarray) -> np.ndarray:
+        m = np.asarray(x, dtype=float) + self.offset
+        if len(self.masses) == 2:
+            return phase_space_2body(m, *self.masses)
+        return phase_space_3body(m, *self.masses)
+
+    def basis(self, x: np.ndarray) -> np.ndarray:
+        # the polynomial is clamped to its end values outside [lo, hi] (convolution padding)
+        xc = np.clip(x, self.lo, self.hi)
+        return bernstein_basis(xc, self.lo, self.hi, self.order) * self.phase_space(x)
+
+    def coefficients(self, values: tuple[float, ...]) -> np.ndarray:
+        return sphere_coefficients(np.asarray(values, dtype=float))

@@ -1,0 +1,209 @@
+"""The result store: a zarr (v3) group in xarray's encoding, one region per chunk.
+
+Layout and attributes are documented in ``docs/store-format.md``. The store is created
+with every toy present and marked "not done" (NaN values, ``status = 0``); each finished
+chunk is written into its own ``(variant, toy)`` region and then flagged in ``chunk_done``.
+A crash between the two leaves the chunk "not done", and its re-run writes the identical
+values again. Plain ``xarray.open_zarr(path)`` reads it; no pickled or object data.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from . import __version__
+from .errors import StoreError
+from .recipe import Chunk, ChunkResult
+from .spec import StudySpec
+
+__all__ = ["FORMAT_VERSION", "StoreInfo", "create_store", "extend_store", "mark_done",
+           "open_results", "plan_chunks", "read_chunks", "store_info", "write_chunk"]
+
+FORMAT_VERSION = 1
+#: variables with dims (variant, toy, ...) written per chunk
+TOY_VARS = {
+    "value": ("hypothesis", "param"), "error": ("hypothesis", "param"),
+    "minos_lower": ("hypothesis", "param"), "minos_upper": ("hypothesis", "param"),
+    "nll": ("hypothesis",), "valid": ("hypothesis",), "edm": ("hypothesis",),
+    "nfcn": ("hypothesis",), "fit_time": ("hypothesis",), "status": ("hypothesis",),
+    "gof": ("hypothesis",), "n_events": (),
+}
+_FILL = {"valid": False, "nfcn": 0, "status": 0, "n_events": -1}
+_DTYPE = {"valid": bool, "nfcn": np.int64, "status": np.int8, "n_events": np.int64}
+
+
+def plan_chunks(n_variants: int, toys: int, chunk_size: int, start: int = 0,
+                first_index: int = 0) -> list[Chunk]:
+    """Chunks of at most ``chunk_size`` toys covering toys ``[start, toys)`` of every
+    variant; chunks never span two variants."""
+    out = []
+    idx = first_index
+    for v in range(n_variants):
+        for a in range(start, toys, chunk_size):
+            out.append(Chunk(idx, v, a, min(a + chunk_size, toys)))
+            idx += 1
+    return out
+
+
+def _toy_block(spec: StudySpec, params: Sequence[str], toys: range,
+               chunk_size: int) -> dict[str, xr.Variable]:
+    nv, nh, npar = len(spec.variants), len(spec.hypotheses), len(params)
+    sizes = {"variant": nv, "toy": len(toys), "hypothesis": nh, "param": npar}
+    out = {}
+    for name, extra in TOY_VARS.items():
+        dims = ("variant", "toy", *extra)
+        shape = tuple(sizes[d] for d in dims)
+        arr = np.full(shape, _FILL.get(name, np.nan), dtype=_DTYPE.get(name, float))
+        out[name] = xr.Variable(dims, arr)
+    return out
+
+
+def _encoding(ds: xr.Dataset, chunk_size: int) -> dict[str, dict]:
+    enc = {}
+    for name in TOY_VARS:
+        shape = ds[name].shape
+        enc[name] = {"chunks": (1, min(chunk_size, shape[1]), *shape[2:])}
+    return enc
+
+
+def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth: np.ndarray,
+                 reference: np.ndarray, chunk_size: int) -> list[Chunk]:
+    """Create an empty store for ``spec``; returns its chunks. Refuses to overwrite."""
+    path = Path(path)
+    if path.exists():
+        msg = f"store {path} already exists"
+        raise StoreError(msg)
+    chunks = plan_chunks(len(spec.variants), spec.toys, chunk_size)
+    data = _toy_block(spec, params, range(spec.toys), chunk_size)
+    data["truth"] = xr.Variable(("variant", "param"), np.asarray(truth, dtype=float))
+    data["reference"] = xr.Variable(("param",), np.asarray(reference, dtype=float))
+    data["chunk_variant"] = xr.Variable(("chunk",), np.array([c.variant for c in chunks]))
+    data["chunk_start"] = xr.Variable(("chunk",), np.array([c.start for c in chunks]))
+    data["chunk_stop"] = xr.Variable(("chunk",), np.array([c.stop for c in chunks]))
+    data["chunk_done"] = xr.Variable(("chunk",), np.zeros(len(chunks), dtype=bool))
+    coords = {
+        "variant": np.arange(len(spec.variants)),
+        "variant_name": ("variant", np.array([v.name for v in spec.variants], dtype=object)),
+        "variant_group": ("variant", np.array([v.group for v in spec.variants], dtype=object)),
+        "variant_separate": ("variant", np.array([v.separate for v in spec.variants])),
+        "toy": np.arange(spec.toys),
+        "hypothesis": np.array(spec.hypotheses, dtype=object),
+        "param": np.array(params, dtype=object),
+    }
+    test = spec.test
+    attrs = {
+        "format_version": FORMAT_VERSION,
+        "toyengine_version": __version__,
+        "study_name": spec.name,
+        "kind": spec.kind,
+        "study_yaml": spec.text,
+        "spec_digest": spec.digest,
+        "root_seed": int(spec.seed),
+        "chunk_size": int(chunk_size),
+        "h0": str(test.get("h0", "")),
+        "h1": str(test.get("h1", "")),
+        "ndof_wilks": int(test.get("ndof", -1)),
+        "observed_t": float(test.get("observed", math.nan)),
+        "poi": " ".join(spec.poi),
+        "fit_starts": int(spec.fit["starts"]),
+        "fit_minos": int(spec.fit["minos"]),
+    }
+    ds = xr.Dataset(data, coords=coords, attrs=attrs)
+    tmp = path.with_name(path.name + ".creating")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    ds.to_zarr(tmp, mode="w-", encoding=_encoding(ds, chunk_size), zarr_format=3,
+               consolidated=False)
+    tmp.rename(path)  # a store either exists complete or not at all
+    return chunks
+
+
+class StoreInfo:
+    """What the runner needs to know about an existing store."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self.group = zarr.open_group(str(self.path), mode="r")
+        except Exception as exc:  # noqa: BLE001
+            msg = f"{self.path} is not a toyengine result store ({exc})"
+            raise StoreError(msg) from None
+        self.attrs = dict(self.group.attrs)
+        if self.attrs.get("format_version") != FORMAT_VERSION:
+            msg = (f"{self.path}: format_version {self.attrs.get('format_version')!r} is not "
+                   f"{FORMAT_VERSION}; is it a toyengine store?")
+            raise StoreError(msg)
+        self.toys = int(self.group["toy"].shape[0])
+        self.n_variants = int(self.group["variant"].shape[0])
+        self.chunk_size = int(self.attrs["chunk_size"])
+        self.params = tuple(str(p) for p in self.group["param"][:])
+
+    def chunks(self) -> list[Chunk]:
+        g = self.group
+        var, start, stop = g["chunk_variant"][:], g["chunk_start"][:], g["chunk_stop"][:]
+        return [Chunk(i, int(v), int(a), int(b))
+                for i, (v, a, b) in enumerate(zip(var, start, stop, strict=True))]
+
+    def done(self) -> np.ndarray:
+        return np.asarray(self.group["chunk_done"][:], dtype=bool)
+
+
+def store_info(path: str | Path) -> StoreInfo:
+    return StoreInfo(path)
+
+
+def extend_store(path: str | Path, spec: StudySpec, new_toys: int) -> list[Chunk]:
+    """Append toys ``[old, new_toys)`` (not done) to every variant; returns the new chunks.
+    The toys already in the store are untouched."""
+    info = StoreInfo(path)
+    old = info.toys
+    if new_toys <= old:
+        return []
+    n_chunks = len(info.chunks())
+    new_chunks = plan_chunks(info.n_variants, new_toys, info.chunk_size, start=old,
+                             first_index=n_chunks)
+    block = _toy_block(spec, info.params, range(old, new_toys), info.chunk_size)
+    ds_toys = xr.Dataset(block, coords={"toy": np.arange(old, new_toys)})
+    ds_toys.to_zarr(path, mode="a", append_dim="toy", zarr_format=3, consolidated=False)
+    ds_chunks = xr.Dataset({
+        "chunk_variant": ("chunk", np.array([c.variant for c in new_chunks])),
+        "chunk_start": ("chunk", np.array([c.start for c in new_chunks])),
+        "chunk_stop": ("chunk", np.array([c.stop for c in new_chunks])),
+        "chunk_done": ("chunk", np.zeros(len(new_chunks), dtype=bool)),
+    })
+    ds_chunks.to_zarr(path, mode="a", append_dim="chunk", zarr_format=3, consolidated=False)
+    return new_chunks
+
+
+def write_chunk(group: zarr.Group, result: ChunkResult) -> None:
+    """Write one chunk's arrays into its region, then flag it done."""
+    c = result.chunk
+    for name, arr in result.arrays.items():
+        group[name][c.variant, c.start:c.stop] = arr
+    mark_done(group, c.index)
+
+
+def mark_done(group: zarr.Group, index: int) -> None:
+    group["chunk_done"][index] = True
+
+
+def read_chunks(path: str | Path) -> tuple[list[Chunk], np.ndarray]:
+    info = StoreInfo(path)
+    return info.chunks(), info.done()
+
+
+def open_results(path: str | Path) -> xr.Dataset:
+    """Open a result store as an ``xarray.Dataset`` (see docs/store-format.md)."""
+    path = Path(path)
+    if not path.exists():
+        msg = f"no result store at {path}"
+        raise StoreError(msg)
+    StoreInfo(path)  # validates the format
+    return xr.open_zarr(path, consolidated=False)

@@ -1,0 +1,378 @@
+"""Fit bias, pulls and coverage of toy ensembles.
+
+For each (variant, hypothesis, parameter) with a generation value (``truth``):
+
+* bias = ⟨x̂⟩ − x_true, also in units of the mean HESSE error ⟨σ̂⟩ (seed 000 §7 "possible bias
+  due to the fitting procedure" from pseudoexperiments generated from the fit result);
+* pull ``g = (x̂ − x_true) / σ̂`` (HESSE), its mean ± σ_g/√n and width σ_g ± σ_g/√(2(n−1))
+  (the large-n standard error of a Gaussian standard deviation);
+* coverage of the ±1σ intervals, HESSE ``|x̂ − x_true| ≤ σ̂`` and, if MINOS ran,
+  ``x̂ + σ⁻ ≤ x_true ≤ x̂ + σ⁺``, with a Clopper–Pearson 68.27% interval; nominal 68.27%;
+* the failed-fit fraction, always (a failed fit is never silently dropped; with
+  ``include_failed=True`` invalid fits with finite results are used as well).
+
+Fixed parameters (no finite HESSE error in any used toy) are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ._common import (
+    CL_1SIGMA,
+    check_hypothesis,
+    clopper_pearson,
+    fit_masks,
+    fmt_num,
+    jsonable,
+    require_vars,
+)
+from .tables import Cell, Table
+
+__all__ = ["PullRow", "PullTable", "pull_summary"]
+
+
+@dataclass(frozen=True)
+class PullRow:
+    """Pull/bias/coverage numbers of one (variant, hypothesis, parameter).
+
+    Attributes
+    ----------
+    n_toys, n_done, n_failed : int
+        Toy slots, attempted fits and attempted fits that did not converge.
+    failed_fraction : float
+        ``n_failed / n_done``.
+    n_used : int
+        Toys entering the numbers below (converged, or attempted if ``include_failed``, and
+        with finite value and error).
+    mean, rms : float
+        Mean and standard deviation (ddof = 1) of the fitted values.
+    mean_error : float
+        Mean HESSE error ⟨σ̂⟩.
+    bias, bias_over_error : float
+        ``mean − truth`` and ``bias / mean_error``.
+    pull_mean, pull_mean_err, pull_width, pull_width_err : float
+        See the module docstring.
+    coverage_hesse, coverage_hesse_lo, coverage_hesse_hi : float
+        Fraction of toys with the truth inside ±1σ̂, and its CP interval.
+    coverage_minos, coverage_minos_lo, coverage_minos_hi : float
+        Same for the MINOS interval (NaN when MINOS did not run); ``n_minos`` toys.
+    """
+
+    variant: int
+    variant_name: str
+    hypothesis: str
+    param: str
+    truth: float
+    n_toys: int
+    n_done: int
+    n_failed: int
+    failed_fraction: float
+    n_used: int
+    mean: float
+    rms: float
+    mean_error: float
+    bias: float
+    bias_over_error: float
+    pull_mean: float
+    pull_mean_err: float
+    pull_width: float
+    pull_width_err: float
+    coverage_hesse: float
+    coverage_hesse_lo: float
+    coverage_hesse_hi: float
+    coverage_minos: float = math.nan
+    coverage_minos_lo: float = math.nan
+    coverage_minos_hi: float = math.nan
+    n_minos: int = 0
+
+
+_CSV_FIELDS = tuple(PullRow.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class PullTable:
+    """All :class:`PullRow` of a Dataset, with renderers."""
+
+    rows: tuple[PullRow, ...]
+    include_failed: bool = False
+    cl: float = CL_1SIGMA
+    study_name: str = ""
+    failed: tuple[tuple[int, str, str, int, int, int], ...] = field(default=())
+
+    def row(self, param: str, hypothesis: str | None = None, variant: int = 0) -> PullRow:
+        """The row of ``param`` (and ``hypothesis``/``variant`` if several)."""
+        for r in self.rows:
+            if (
+                r.param == param
+                and r.variant == variant
+                and (hypothesis is None or r.hypothesis == hypothesis)
+            ):
+                return r
+        from ._common import SummaryError
+
+        have = sorted({(r.variant, r.hypothesis, r.param) for r in self.rows})
+        msg = f"no pull row for param={param!r}, hypothesis={hypothesis!r}, variant={variant}; have {have}"
+        raise SummaryError(msg)
+
+    def table(self) -> Table:
+        """The display/CSV table."""
+        hdr = (
+            "variant",
+            "hyp.",
+            "param",
+            "truth",
+            "n used",
+            "failed",
+            "mean",
+            "RMS",
+            "⟨σ⟩",
+            "bias",
+            "bias/⟨σ⟩",
+            "pull mean",
+            "pull width",
+            "cov. HESSE",
+            "cov. MINOS",
+        )
+        cells = []
+        for r in self.rows:
+            cov_m = (
+                f"{fmt_num(r.coverage_minos, 3)} [{fmt_num(r.coverage_minos_lo, 3)}, "
+                f"{fmt_num(r.coverage_minos_hi, 3)}]"
+                if r.n_minos
+                else "—"
+            )
+            cells.append(
+                (
+                    r.variant_name or str(r.variant),
+                    r.hypothesis,
+                    r.param,
+                    fmt_num(r.truth, 4),
+                    str(r.n_used),
+                    f"{r.n_failed}/{r.n_done} ({fmt_num(100 * r.failed_fraction, 2)}%)",
+                    fmt_num(r.mean, 4),
+                    fmt_num(r.rms, 3),
+                    fmt_num(r.mean_error, 3),
+                    fmt_num(r.bias, 3),
+                    fmt_num(r.bias_over_error, 2),
+                    f"{fmt_num(r.pull_mean, 2)} ± {fmt_num(r.pull_mean_err, 1)}",
+                    f"{fmt_num(r.pull_width, 3)} ± {fmt_num(r.pull_width_err, 1)}",
+                    f"{fmt_num(r.coverage_hesse, 3)} [{fmt_num(r.coverage_hesse_lo, 3)}, "
+                    f"{fmt_num(r.coverage_hesse_hi, 3)}]",
+                    cov_m,
+                )
+            )
+        notes = [
+            "pull = (x̂ − truth)/σ̂(HESSE); width error σ/√(2(n−1)); coverage of ±1σ "
+            "(nominal 0.683) with Clopper–Pearson 68.27% interval.",
+            "failed = attempted fits that did not converge / attempted fits; "
+            + (
+                "invalid fits ARE included in the numbers (include_failed=True)."
+                if self.include_failed
+                else "only converged fits enter the numbers."
+            ),
+        ]
+        return Table(
+            title=f"Pulls, bias and coverage{' — ' + self.study_name if self.study_name else ''}",
+            headers=tuple(Cell.of(h) for h in hdr),
+            rows=tuple(tuple(Cell.of(c) for c in r) for r in cells),
+            csv_header=_CSV_FIELDS,
+            csv_rows=tuple(tuple(getattr(r, f) for f in _CSV_FIELDS) for r in self.rows),
+            notes=tuple(notes),
+            align="lll" + "r" * (len(hdr) - 3),
+        )
+
+    def tables(self) -> list[Table]:
+        """``[self.table()]`` (uniform interface with the other summaries)."""
+        return [self.table()]
+
+    def to_text(self) -> str:
+        """Plain text."""
+        return self.table().to_text()
+
+    def to_markdown(self) -> str:
+        """Markdown."""
+        return self.table().to_markdown()
+
+    def to_latex(self) -> str:
+        """LaTeX (booktabs)."""
+        return self.table().to_latex()
+
+    def to_csv(self) -> str:
+        """CSV with one column per :class:`PullRow` field."""
+        return self.table().to_csv()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible dict."""
+        return jsonable(self)  # type: ignore[no-any-return]
+
+
+def _row(
+    v: int,
+    vname: str,
+    h: str,
+    p: str,
+    truth: float,
+    x: np.ndarray,
+    err: np.ndarray,
+    mlo: np.ndarray | None,
+    mhi: np.ndarray | None,
+    ok: np.ndarray,
+    done: np.ndarray,
+    valid: np.ndarray,
+    cl: float,
+) -> PullRow | None:
+    use = ok & np.isfinite(x) & np.isfinite(err) & (err > 0)
+    n = int(use.sum())
+    if n == 0 and not np.any(ok & np.isfinite(err)):
+        return None  # fixed (or absent) parameter: no HESSE error anywhere
+    n_done = int(done.sum())
+    n_failed = int((done & ~valid).sum())
+    xs, es = x[use], err[use]
+    nan = math.nan
+    mean = float(xs.mean()) if n else nan
+    rms = float(xs.std(ddof=1)) if n > 1 else nan
+    merr = float(es.mean()) if n else nan
+    bias = mean - truth
+    pulls = (xs - truth) / es
+    pm = float(pulls.mean()) if n else nan
+    pw = float(pulls.std(ddof=1)) if n > 1 else nan
+    pm_err = pw / math.sqrt(n) if n > 1 else nan
+    pw_err = pw / math.sqrt(2.0 * (n - 1)) if n > 1 else nan
+    k_h = int(np.count_nonzero(np.abs(xs - truth) <= es))
+    lo_h, hi_h = clopper_pearson(k_h, n, cl)
+    cov_m = lo_m = hi_m = nan
+    n_m = 0
+    if mlo is not None and mhi is not None:
+        um = ok & np.isfinite(x) & np.isfinite(mlo) & np.isfinite(mhi)
+        n_m = int(um.sum())
+        if n_m:
+            inside = (x[um] + mlo[um] <= truth) & (truth <= x[um] + mhi[um])
+            k_m = int(np.count_nonzero(inside))
+            cov_m = k_m / n_m
+            lo_m, hi_m = clopper_pearson(k_m, n_m, cl)
+    return PullRow(
+        variant=v,
+        variant_name=vname,
+        hypothesis=h,
+        param=p,
+        truth=truth,
+        n_toys=int(x.size),
+        n_done=n_done,
+        n_failed=n_failed,
+        failed_fraction=n_failed / n_done if n_done else nan,
+        n_used=n,
+        mean=mean,
+        rms=rms,
+        mean_error=merr,
+        bias=bias,
+        bias_over_error=bias / merr if n else nan,
+        pull_mean=pm,
+        pull_mean_err=pm_err,
+        pull_width=pw,
+        pull_width_err=pw_err,
+        coverage_hesse=k_h / n if n else nan,
+        coverage_hesse_lo=lo_h,
+        coverage_hesse_hi=hi_h,
+        coverage_minos=cov_m,
+        coverage_minos_lo=lo_m,
+        coverage_minos_hi=hi_m,
+        n_minos=n_m,
+    )
+
+
+def pull_summary(
+    ds: xr.Dataset,
+    hypothesis: str | None = None,
+    include_failed: bool = False,
+    *,
+    cl: float = CL_1SIGMA,
+) -> PullTable:
+    """Bias, pulls and coverage per (variant, hypothesis, param) where ``truth`` is finite.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Results store (needs value, error, valid, truth; MINOS columns optional).
+    hypothesis : str, optional
+        Restrict to one fitted hypothesis (default: all).
+    include_failed : bool
+        Also use attempted fits that did not converge (their count is reported either way).
+    cl : float
+        Confidence level of the coverage intervals.
+
+    Returns
+    -------
+    PullTable
+    """
+    require_vars(ds, ["value", "error", "valid", "truth"], "pull_summary")
+    hyps = [str(h) for h in ds["hypothesis"].values]
+    if hypothesis is not None:
+        hyps = [check_hypothesis(ds, hypothesis)]
+    done, valid = fit_masks(ds)
+    ok_all = done if include_failed else valid
+    dims = ("variant", "toy", "hypothesis", "param")
+    value = ds["value"].transpose(*dims).values
+    error = ds["error"].transpose(*dims).values
+    has_minos = "minos_lower" in ds and "minos_upper" in ds
+    mlo_all = ds["minos_lower"].transpose(*dims).values if has_minos else None
+    mhi_all = ds["minos_upper"].transpose(*dims).values if has_minos else None
+    truth = ds["truth"].transpose("variant", "param").values
+    okv = ok_all.transpose("variant", "toy", "hypothesis").values
+    donev = done.transpose("variant", "toy", "hypothesis").values
+    validv = valid.transpose("variant", "toy", "hypothesis").values
+    all_hyps = [str(h) for h in ds["hypothesis"].values]
+    params = [str(p) for p in ds["param"].values]
+    vnames = (
+        [str(n) for n in ds["variant_name"].values]
+        if "variant_name" in ds
+        else [str(i) for i in range(ds.sizes["variant"])]
+    )
+    rows: list[PullRow] = []
+    failed = []
+    for v in range(ds.sizes["variant"]):
+        for h in hyps:
+            ih = all_hyps.index(h)
+            failed.append(
+                (
+                    v,
+                    vnames[v],
+                    h,
+                    int(value.shape[1]),
+                    int(donev[v, :, ih].sum()),
+                    int((donev[v, :, ih] & ~validv[v, :, ih]).sum()),
+                )
+            )
+            for ip, p in enumerate(params):
+                tr = float(truth[v, ip])
+                if not math.isfinite(tr):
+                    continue
+                r = _row(
+                    v,
+                    vnames[v],
+                    h,
+                    p,
+                    tr,
+                    value[v, :, ih, ip],
+                    error[v, :, ih, ip],
+                    mlo_all[v, :, ih, ip] if mlo_all is not None else None,
+                    mhi_all[v, :, ih, ip] if mhi_all is not None else None,
+                    okv[v, :, ih],
+                    donev[v, :, ih],
+                    validv[v, :, ih],
+                    cl,
+                )
+                if r is not None:
+                    rows.append(r)
+    return PullTable(
+        rows=tuple(rows),
+        include_failed=include_failed,
+        cl=cl,
+        study_name=str(ds.attrs.get("study_name", "")),
+        failed=tuple(failed),
+    )

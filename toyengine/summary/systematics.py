@@ -1,0 +1,666 @@
+"""Systematic-uncertainty tables from variation studies.
+
+Procedure (seed 001 Methods and seed 002 "Systematic uncertainties"): for every alternative
+model an ensemble of pseudoexperiments is generated with parameters fitted to data and fitted
+with the default model; the systematic of one alternative is |ensemble mean − data value|,
+and the uncertainty of a source is the **maximum over its alternatives**. The total is the
+**sum in quadrature over sources**, except sources flagged to be reported separately (the
+J^P = S-/D-wave rows of seed 001 Table 2). Seed 000 §7 instead combines **positive and
+negative deviations in quadrature separately**; seed 001 takes **half the difference** of a
+± variation pair (momentum scale 1 ± δα, energy loss ±10%).
+
+Mapping onto the result store:
+
+* a *variant* is one alternative; its signed **shift** is ``mean_toys(value) − reference``
+  (``reference`` = the data value; with ``relative_to="nominal"`` the ensemble mean of the
+  nominal variant instead), with statistical uncertainty ``std / √n`` (NaN for one toy);
+* a *source* is a ``variant_group``; the group ``"nominal"`` (the default model itself) is
+  shown for information (its shift is the fit bias) and never enters the total;
+* ``variant_separate = True`` puts a group in the "reported separately" block;
+* **± pairs**: two variants of one group whose ``variant_name`` differ only by the suffixes
+  ``"+"``/``"-"``, ``"_up"``/``"_down"`` or ``"_plus"``/``"_minus"`` (case-insensitive)
+  form a pair; the pair contributes the half-difference ``h = (shift₊ − shift₋)/2``
+  (symmetric: ``|h|`` to both the + and − sides) instead of its two shifts;
+* group rule ``"max"`` (default; seed 001/002): value = max |candidate|; + side = largest
+  positive candidate, − side = largest |negative| one (0 if none). Rule ``"rms"`` (for random
+  draws, e.g. 100 draws of fixed masses/widths or ~300 smeared templates, seed 000 §7):
+  value = √(mean shift²), + side = √(Σ₍ₛ>0₎ s²/N), − side = √(Σ₍ₛ<0₎ s²/N), so that
+  (+)² + (−)² = value²; the pair marking is ignored under "rms";
+* totals: symmetric ``√Σ value²``; asymmetric ``√Σ (+)²`` and ``√Σ (−)²`` separately.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from ._common import (
+    SummaryError,
+    check_hypothesis,
+    default_hypothesis,
+    fit_masks,
+    fmt_num,
+    jsonable,
+    require_vars,
+)
+from .tables import Cell, Table
+
+__all__ = ["PAIR_SUFFIXES", "SystRow", "SystTable", "VariantShift", "systematic_table"]
+
+#: Suffix pairs (plus, minus) that mark a ± variation pair within one variant_group.
+PAIR_SUFFIXES: tuple[tuple[str, str], ...] = (("_up", "_down"), ("_plus", "_minus"), ("+", "-"))
+
+Rule = Literal["max", "rms"]
+#: Kinds whose variants are random draws: their default group rule is "rms".
+RANDOM_DRAW_KINDS = ("template_smearing", "parameter_variation")
+
+
+@dataclass(frozen=True)
+class VariantShift:
+    """Ensemble mean and shift of one variant (one alternative model / draw)."""
+
+    variant: int
+    name: str
+    group: str
+    separate: bool
+    n_toys: int
+    n_done: int
+    n_failed: int
+    n_used: int
+    mean: dict[str, float]
+    shift: dict[str, float]
+    stat: dict[str, float]
+
+
+@dataclass(frozen=True)
+class SystRow:
+    """One source (a variant_group) of the table.
+
+    ``value`` is the symmetric uncertainty, ``up``/``down`` the magnitudes of the positive
+    and negative sides, ``stat`` the statistical uncertainty of ``value`` from the toy count,
+    ``chosen`` the variant (or pair) that gives the maximum, ``signed`` the signed shift of
+    that candidate.
+    """
+
+    source: str
+    separate: bool
+    rule: str
+    variants: tuple[str, ...]
+    value: dict[str, float]
+    up: dict[str, float]
+    down: dict[str, float]
+    stat: dict[str, float]
+    signed: dict[str, float]
+    chosen: dict[str, str]
+    n_done: int
+    n_failed: int
+
+    @property
+    def failed_fraction(self) -> float:
+        """Failed fits / attempted fits over the variants of this source."""
+        return self.n_failed / self.n_done if self.n_done else math.nan
+
+
+@dataclass(frozen=True)
+class SystTable:
+    """Systematic table: rows = sources, columns = parameters (seed 001 Table 2 shape).
+
+    Attributes
+    ----------
+    params : tuple of str
+    hypothesis : str
+        Fitted hypothesis whose values were used.
+    reference : dict
+        Reference value per parameter (data value).
+    relative_to : {"reference", "nominal"}
+    variants : tuple of VariantShift
+        Every variant, including the nominal one.
+    rows : tuple of SystRow
+        Sources entering the total.
+    separate : tuple of SystRow
+        Sources reported separately (``variant_separate``).
+    nominal : SystRow or None
+        The default model's own ensemble (fit bias), not in the total.
+    total, total_up, total_down, total_stat : dict
+        Quadrature sums over :attr:`rows`.
+    asymmetric : bool
+        Default display mode (``+up / −down`` cells) of the renderers.
+    scale, units : dict
+        Display factors and unit labels per parameter (see :meth:`scaled`); raw numbers in
+        the attributes are never scaled.
+    """
+
+    params: tuple[str, ...]
+    hypothesis: str
+    reference: dict[str, float]
+    relative_to: str
+    variants: tuple[VariantShift, ...]
+    rows: tuple[SystRow, ...]
+    separate: tuple[SystRow, ...]
+    nominal: SystRow | None
+    total: dict[str, float]
+    total_up: dict[str, float]
+    total_down: dict[str, float]
+    total_stat: dict[str, float]
+    asymmetric: bool = False
+    scale: dict[str, float] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    study_name: str = ""
+
+    # ------------------------------------------------------------------ access
+    def source(self, name: str) -> SystRow:
+        """The row of source (group) ``name`` (included, separate or nominal)."""
+        for r in (*self.rows, *self.separate, *([self.nominal] if self.nominal else [])):
+            if r.source == name:
+                return r
+        have = [r.source for r in (*self.rows, *self.separate)]
+        msg = f"no systematic source {name!r}; sources: {have}"
+        raise SummaryError(msg)
+
+    def scaled(
+        self, factors: Mapping[str, float] | float, units: Mapping[str, str] | str | None = None
+    ) -> SystTable:
+        """A copy whose *renderers* multiply parameter columns by ``factors`` and label units.
+
+        Example: ``table.scaled({"delta_m": 1e3, "gamma": 1e3}, "keV")`` for MeV-valued
+        parameters displayed in keV.
+        """
+        f = (
+            {p: float(factors) for p in self.params}
+            if isinstance(factors, (int, float))
+            else {**self.scale, **{k: float(v) for k, v in factors.items()}}
+        )
+        u = dict(self.units)
+        if isinstance(units, str):
+            u.update({p: units for p in self.params})
+        elif units is not None:
+            u.update(units)
+        return replace(self, scale=f, units=u)
+
+    # ------------------------------------------------------------------ render
+    def _col(self, p: str) -> str:
+        return f"{p} [{self.units[p]}]" if p in self.units else p
+
+    def _cell(self, p: str, sym: float, up: float, down: float, st: float, asym: bool,
+              show_stat: bool, digits: int) -> Cell:
+        k = self.scale.get(p, 1.0)
+        if asym:
+            u, d = fmt_num(up * k, digits), fmt_num(down * k, digits)
+            text = f"+{u} / −{d}"
+            latex = f"${{}}^{{+{u}}}_{{-{d}}}$".replace("—", "-")
+        else:
+            text = fmt_num(sym * k, digits)
+            latex = None
+        if show_stat and math.isfinite(st):
+            s = fmt_num(st * k, 1)
+            text += f" ± {s}"
+            latex = (latex + f" $\\pm$ {s}") if latex is not None else None
+        return Cell.of(text, latex)
+
+    def table(
+        self,
+        asymmetric: bool | None = None,
+        *,
+        detail: bool = False,
+        show_stat: bool = False,
+        digits: int = 2,
+    ) -> Table:
+        """Build the display table.
+
+        Parameters
+        ----------
+        asymmetric : bool, optional
+            ``+up / −down`` cells (seed 000 §7) instead of symmetric values; default
+            :attr:`asymmetric`.
+        detail : bool
+            Add one indented row per variant (signed shift) under each source.
+        show_stat : bool
+            Append the statistical (toy-count) uncertainty ``± σ_stat`` to each cell.
+        digits : int
+            Significant digits.
+        """
+        asym = self.asymmetric if asymmetric is None else asymmetric
+        n = 1 + len(self.params) + 1
+        headers = (Cell.of("Source"), *(Cell.of(self._col(p)) for p in self.params),
+                   Cell.of("failed fits"))
+        rows: list[tuple[Cell, ...]] = []
+        by_group: dict[str, list[VariantShift]] = {}
+        for vs in self.variants:
+            by_group.setdefault(vs.group, []).append(vs)
+
+        def src_row(r: SystRow, label: str | None = None) -> tuple[Cell, ...]:
+            cells = [
+                self._cell(p, r.value[p], r.up[p], r.down[p], r.stat[p], asym, show_stat, digits)
+                for p in self.params
+            ]
+            ff = f"{r.n_failed}/{r.n_done}"
+            return (Cell.of(label or r.source), *cells, Cell.of(ff))
+
+        def variant_rows(group: str) -> None:
+            if not detail:
+                return
+            for vs in by_group.get(group, []):
+                cells = []
+                for p in self.params:
+                    k = self.scale.get(p, 1.0)
+                    txt = fmt_num(vs.shift[p] * k, digits)
+                    if math.isfinite(vs.stat[p]):
+                        txt += f" ± {fmt_num(vs.stat[p] * k, 1)}"
+                    cells.append(Cell.of(txt))
+                rows.append(
+                    (Cell.of(f"    {vs.name}", r"\quad " + _tex(vs.name)), *cells,
+                     Cell.of(f"{vs.n_failed}/{vs.n_done}"))
+                )
+
+        for r in self.rows:
+            rows.append(src_row(r))
+            variant_rows(r.source)
+        tot_cells = [
+            self._cell(
+                p, self.total[p], self.total_up[p], self.total_down[p], self.total_stat[p], asym,
+                show_stat, digits,
+            )
+            for p in self.params
+        ]
+        nd = sum(r.n_done for r in self.rows)
+        nf = sum(r.n_failed for r in self.rows)
+        rows.append((Cell.of("Total (quadrature)"), *tot_cells, Cell.of(f"{nf}/{nd}")))
+        if self.separate:
+            rows.append((Cell.of("Reported separately (not in total)"),))
+            for r in self.separate:
+                rows.append(src_row(r))
+                variant_rows(r.source)
+        if self.nominal is not None:
+            rows.append((Cell.of("Default model ensemble (fit bias; not in total)"),))
+            rows.append(src_row(self.nominal))
+        notes = [
+            f"shift = ensemble mean − {'data/reference value' if self.relative_to == 'reference' else 'nominal ensemble mean'}"
+            f" (hypothesis {self.hypothesis}); per source: "
+            "max over alternatives (rule max), √mean(shift²) (rule rms), ½(shift₊ − shift₋) "
+            "for ± pairs; total = quadrature sum"
+            + ("; + and − sides combined separately." if asym else "."),
+            "failed fits = attempted fits that did not converge / attempted fits.",
+        ]
+        rules = sorted({r.rule for r in (*self.rows, *self.separate)})
+        if rules:
+            notes.append("rules used: " + ", ".join(rules))
+        assert all(len(r) in (1, n) for r in rows)
+        return Table(
+            title="Systematic uncertainties"
+            + (f" — {self.study_name}" if self.study_name else ""),
+            headers=headers,
+            rows=tuple(rows),
+            csv_header=self._csv_header(),
+            csv_rows=self._csv_rows(),
+            notes=tuple(notes),
+        )
+
+    def _csv_header(self) -> tuple[str, ...]:
+        cols = ["row_type", "source", "variant", "rule", "separate"]
+        for p in self.params:
+            cols += [p, f"{p}_up", f"{p}_down", f"{p}_stat", f"{p}_signed", f"{p}_chosen"]
+        return (*cols, "n_done", "n_failed", "failed_fraction")
+
+    def _csv_rows(self) -> tuple[tuple[object, ...], ...]:
+        out: list[tuple[object, ...]] = []
+
+        def k(p: str) -> float:
+            return self.scale.get(p, 1.0)
+
+        def row_of(rt: str, r: SystRow) -> tuple[object, ...]:
+            vals: list[object] = [rt, r.source, "", r.rule, r.separate]
+            for p in self.params:
+                vals += [r.value[p] * k(p), r.up[p] * k(p), r.down[p] * k(p), r.stat[p] * k(p),
+                         r.signed[p] * k(p), r.chosen[p]]
+            return (*vals, r.n_done, r.n_failed, r.failed_fraction)
+
+        for r in self.rows:
+            out.append(row_of("source", r))
+        tot: list[object] = ["total", "Total (quadrature)", "", "quadrature", False]
+        for p in self.params:
+            tot += [self.total[p] * k(p), self.total_up[p] * k(p), self.total_down[p] * k(p),
+                    self.total_stat[p] * k(p), math.nan, ""]
+        nd = sum(r.n_done for r in self.rows)
+        nf = sum(r.n_failed for r in self.rows)
+        out.append((*tot, nd, nf, nf / nd if nd else math.nan))
+        for r in self.separate:
+            out.append(row_of("separate", r))
+        if self.nominal is not None:
+            out.append(row_of("nominal", self.nominal))
+        for vs in self.variants:
+            vals: list[object] = ["variant", vs.group, vs.name, "", vs.separate]
+            for p in self.params:
+                sh = vs.shift[p] * k(p)
+                vals += [abs(sh), max(sh, 0.0), max(-sh, 0.0), vs.stat[p] * k(p), sh, vs.name]
+            out.append((*vals, vs.n_done, vs.n_failed,
+                        vs.n_failed / vs.n_done if vs.n_done else math.nan))
+        return tuple(out)
+
+    def tables(self) -> list[Table]:
+        """``[self.table()]`` (uniform interface with the other summaries)."""
+        return [self.table()]
+
+    def to_text(self, asymmetric: bool | None = None, *, detail: bool = False,
+                show_stat: bool = False, digits: int = 2) -> str:
+        """Plain text."""
+        return self.table(asymmetric, detail=detail, show_stat=show_stat,
+                          digits=digits).to_text()
+
+    def to_markdown(self, asymmetric: bool | None = None, *, detail: bool = False,
+                    show_stat: bool = False, digits: int = 2) -> str:
+        """Markdown."""
+        return self.table(asymmetric, detail=detail, show_stat=show_stat,
+                          digits=digits).to_markdown()
+
+    def to_latex(self, asymmetric: bool | None = None, *, detail: bool = False,
+                 show_stat: bool = False, digits: int = 2) -> str:
+        """LaTeX (booktabs; asymmetric cells as ``${}^{+u}_{-d}$``)."""
+        return self.table(asymmetric, detail=detail, show_stat=show_stat,
+                          digits=digits).to_latex()
+
+    def to_csv(self) -> str:
+        """CSV: one row per source, the total, separate sources, nominal, then every variant.
+
+        Columns: ``row_type`` (source/total/separate/nominal/variant), ``source``,
+        ``variant``, ``rule``, ``separate``, then per parameter ``p, p_up, p_down, p_stat,
+        p_signed, p_chosen`` (display-scaled), then ``n_done, n_failed, failed_fraction``.
+        """
+        return self.table().to_csv()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible dict."""
+        return jsonable(self)  # type: ignore[no-any-return]
+
+
+def _tex(s: str) -> str:
+    from .tables import latex_escape
+
+    return latex_escape(s)
+
+
+# --------------------------------------------------------------------------- computation
+
+
+def _pair_stem(name: str) -> tuple[str, int] | None:
+    """``(stem, +1|-1)`` if ``name`` ends with a ± pair suffix, else None."""
+    low = name.lower()
+    for plus, minus in PAIR_SUFFIXES:
+        if low.endswith(plus) and len(name) > len(plus):
+            return name[: -len(plus)], +1
+        if low.endswith(minus) and len(name) > len(minus):
+            return name[: -len(minus)], -1
+    return None
+
+
+def _combine(
+    group: str,
+    members: Sequence[VariantShift],
+    params: Sequence[str],
+    rule: str,
+    separate: bool,
+) -> SystRow:
+    # candidates: (label, signed shift, stat, is_pair)
+    stems: dict[str, dict[int, VariantShift]] = {}
+    for vs in members:
+        ps = _pair_stem(vs.name)
+        if ps is not None:
+            stems.setdefault(ps[0].lower(), {})[ps[1]] = vs
+    paired: set[int] = set()
+    pairs: list[tuple[str, VariantShift, VariantShift]] = []
+    if rule == "max":
+        for d in stems.values():
+            if +1 in d and -1 in d:
+                pairs.append((d[+1].name, d[+1], d[-1]))
+                paired.update((d[+1].variant, d[-1].variant))
+    singles = [vs for vs in members if vs.variant not in paired]
+    value, up, down, stat, signed, chosen = {}, {}, {}, {}, {}, {}
+    for p in params:
+        cands: list[tuple[str, float, float, bool]] = [
+            (vs.name, vs.shift[p], vs.stat[p], False) for vs in singles
+        ]
+        for name, vp, vm in pairs:
+            stem = _pair_stem(name)
+            label = f"{stem[0] if stem else name}±"
+            h = 0.5 * (vp.shift[p] - vm.shift[p])
+            cands.append((label, h, 0.5 * math.hypot(vp.stat[p], vm.stat[p]), True))
+        cands = [c for c in cands if math.isfinite(c[1])]
+        if not cands:
+            value[p] = up[p] = down[p] = stat[p] = signed[p] = math.nan
+            chosen[p] = ""
+            continue
+        if rule == "rms":
+            s = np.array([c[1] for c in cands])
+            st = np.array([c[2] for c in cands])
+            nc = s.size
+            val = float(np.sqrt(np.mean(s**2)))
+            value[p] = val
+            up[p] = float(np.sqrt(np.sum(s[s > 0] ** 2) / nc))
+            down[p] = float(np.sqrt(np.sum(s[s < 0] ** 2) / nc))
+            stat[p] = float(np.sqrt(np.sum((s * st) ** 2)) / (nc * val)) if val > 0 else math.nan
+            signed[p] = float(np.mean(s))
+            chosen[p] = f"rms of {nc}"
+        else:
+            best = max(cands, key=lambda c: abs(c[1]))
+            value[p] = abs(best[1])
+            stat[p] = best[2]
+            signed[p] = best[1]
+            chosen[p] = best[0]
+            ups = [abs(c[1]) if c[3] else c[1] for c in cands if c[3] or c[1] > 0]
+            downs = [abs(c[1]) if c[3] else -c[1] for c in cands if c[3] or c[1] < 0]
+            up[p] = max(ups, default=0.0)
+            down[p] = max(downs, default=0.0)
+    if rule == "rms":
+        rname = "rms"
+    elif pairs and not singles:
+        rname = "half-diff"
+    elif pairs:
+        rname = "max (incl. half-diff)"
+    else:
+        rname = "max" if len(members) > 1 else "single"
+    return SystRow(
+        source=group,
+        separate=separate,
+        rule=rname,
+        variants=tuple(vs.name for vs in members),
+        value=value,
+        up=up,
+        down=down,
+        stat=stat,
+        signed=signed,
+        chosen=chosen,
+        n_done=sum(vs.n_done for vs in members),
+        n_failed=sum(vs.n_failed for vs in members),
+    )
+
+
+def _quad(rows: Sequence[SystRow], attr: str, p: str) -> float:
+    vals = [getattr(r, attr)[p] for r in rows]
+    vals = [v for v in vals if math.isfinite(v)]
+    return float(math.sqrt(sum(v * v for v in vals))) if vals else math.nan
+
+
+def systematic_table(
+    ds: xr.Dataset,
+    params: Sequence[str] | str | None = None,
+    hypothesis: str | None = None,
+    *,
+    combine: Literal["auto", "max", "rms"] = "auto",
+    group_rules: Mapping[str, str] | None = None,
+    relative_to: Literal["reference", "nominal"] = "reference",
+    asymmetric: bool = False,
+    include_failed: bool = False,
+) -> SystTable:
+    """Per-source systematic shifts of ``params`` from a variation study (see module doc).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Results store of a model_variation / template_smearing / parameter_variation study.
+    params : sequence of str or str, optional
+        Parameters (columns); default ``attrs["poi"]``, else every parameter with a finite
+        reference that the hypothesis fits.
+    hypothesis : str, optional
+        Fitted hypothesis; default ``attrs["h1"]`` or the first hypothesis.
+    combine : {"auto", "max", "rms"}
+        Default group rule; "auto" = "rms" for template_smearing / parameter_variation
+        (random draws), "max" otherwise (seed 001/002).
+    group_rules : mapping, optional
+        Per-group override of the rule, e.g. ``{"K*0 masses": "rms"}``.
+    relative_to : {"reference", "nominal"}
+        Shift baseline: the stored reference (data value; seeds 001/002) or the ensemble
+        mean of the "nominal" group (removes the default model's own fit bias; its toy
+        uncertainty is added in quadrature).
+    asymmetric : bool
+        Default display mode of the returned table.
+    include_failed : bool
+        Use attempted-but-invalid fits too (counts are reported either way).
+
+    Returns
+    -------
+    SystTable
+    """
+    require_vars(ds, ["value", "valid", "reference"], "systematic_table")
+    hyp = check_hypothesis(ds, hypothesis) if hypothesis else default_hypothesis(ds)
+    all_params = [str(p) for p in ds["param"].values]
+    if params is None:
+        poi = str(ds.attrs.get("poi", "") or "").split()
+        if poi:
+            params = poi
+        else:
+            ref = ds["reference"]
+            vals = ds["value"].sel(hypothesis=hyp)
+            present = np.isfinite(vals).any(dim=("variant", "toy"))
+            params = [p for p in all_params if np.isfinite(float(ref.sel(param=p))) and
+                      bool(present.sel(param=p))]
+    elif isinstance(params, str):
+        params = params.split()
+    params = list(params)
+    for p in params:
+        if p not in all_params:
+            msg = f"systematic_table: param {p!r} is not in the Dataset; allowed: {all_params}"
+            raise SummaryError(msg)
+    if not params:
+        msg = "systematic_table: no parameters to tabulate (pass params=[...])"
+        raise SummaryError(msg)
+    reference = {p: float(ds["reference"].sel(param=p)) for p in params}
+    if relative_to == "reference":
+        bad = [p for p in params if not math.isfinite(reference[p])]
+        if bad:
+            msg = f"systematic_table: reference value is NaN for {bad}; use relative_to='nominal'"
+            raise SummaryError(msg)
+    elif relative_to != "nominal":
+        msg = f"relative_to={relative_to!r} must be 'reference' or 'nominal'"
+        raise SummaryError(msg)
+    kind = str(ds.attrs.get("kind", ""))
+    default_rule = combine if combine != "auto" else (
+        "rms" if kind in RANDOM_DRAW_KINDS else "max"
+    )
+    rules = dict(group_rules or {})
+    for g, r in [("<default>", default_rule), *rules.items()]:
+        if r not in ("max", "rms"):
+            msg = f"group rule {r!r} for {g!r} must be 'max' or 'rms'"
+            raise SummaryError(msg)
+
+    done, valid = fit_masks(ds)
+    ok = (done if include_failed else valid).sel(hypothesis=hyp)
+    ok = ok.transpose("variant", "toy").values
+    donev = done.sel(hypothesis=hyp).transpose("variant", "toy").values
+    validv = valid.sel(hypothesis=hyp).transpose("variant", "toy").values
+    vals = ds["value"].sel(hypothesis=hyp, param=params).transpose("variant", "toy", "param").values
+    nv = ds.sizes["variant"]
+    names = [str(x) for x in ds["variant_name"].values] if "variant_name" in ds else [
+        str(i) for i in range(nv)]
+    groups = [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else [
+        "nominal" if i == 0 else "variation" for i in range(nv)]
+    seps = [bool(x) for x in ds["variant_separate"].values] if "variant_separate" in ds else [
+        False] * nv
+
+    means = np.full((nv, len(params)), math.nan)
+    stats_ = np.full((nv, len(params)), math.nan)
+    n_used = np.zeros(nv, int)
+    for v in range(nv):
+        n_used[v] = int(ok[v].sum())
+        for ip in range(len(params)):
+            x = vals[v, ok[v], ip]
+            x = x[np.isfinite(x)]
+            if x.size:
+                means[v, ip] = float(x.mean())
+            if x.size > 1:
+                stats_[v, ip] = float(x.std(ddof=1) / math.sqrt(x.size))
+
+    nominal_idx = [v for v in range(nv) if groups[v].lower() == "nominal"]
+    if relative_to == "nominal":
+        if not nominal_idx:
+            msg = "relative_to='nominal' needs a variant whose variant_group is 'nominal'"
+            raise SummaryError(msg)
+        base = means[nominal_idx[0]]
+        base_stat = np.nan_to_num(stats_[nominal_idx[0]])
+    else:
+        base = np.array([reference[p] for p in params])
+        base_stat = np.zeros(len(params))
+
+    shifts: list[VariantShift] = []
+    for v in range(nv):
+        is_nom = v in nominal_idx
+        sh = means[v] - (np.array([reference[p] for p in params]) if is_nom else base)
+        st = stats_[v] if is_nom else np.hypot(stats_[v], base_stat)
+        shifts.append(
+            VariantShift(
+                variant=v,
+                name=names[v],
+                group=groups[v],
+                separate=seps[v],
+                n_toys=int(ok.shape[1]),
+                n_done=int(donev[v].sum()),
+                n_failed=int((donev[v] & ~validv[v]).sum()),
+                n_used=int(n_used[v]),
+                mean={p: float(means[v, i]) for i, p in enumerate(params)},
+                shift={p: float(sh[i]) for i, p in enumerate(params)},
+                stat={p: float(st[i]) for i, p in enumerate(params)},
+            )
+        )
+
+    order: list[str] = []
+    for g in groups:
+        if g not in order:
+            order.append(g)
+    rows, sep_rows = [], []
+    nominal_row = None
+    for g in order:
+        members = [s for s in shifts if s.group == g]
+        separate = any(s.separate for s in members)
+        if g.lower() == "nominal":
+            nominal_row = _combine(g, members, params, "max", separate)
+            continue
+        row = _combine(g, members, params, rules.get(g, default_rule), separate)
+        (sep_rows if separate else rows).append(row)
+
+    total = {p: _quad(rows, "value", p) for p in params}
+    total_stat = {}
+    for p in params:
+        num = [r.value[p] * r.stat[p] for r in rows
+               if math.isfinite(r.value[p]) and math.isfinite(r.stat[p])]
+        total_stat[p] = (
+            math.sqrt(sum(x * x for x in num)) / total[p] if num and total[p] > 0 else math.nan
+        )
+    return SystTable(
+        params=tuple(params),
+        hypothesis=hyp,
+        reference=reference,
+        relative_to=relative_to,
+        variants=tuple(shifts),
+        rows=tuple(rows),
+        separate=tuple(sep_rows),
+        nominal=nominal_row,
+        total=total,
+        total_up={p: _quad(rows, "up", p) for p in params},
+        total_down={p: _quad(rows, "down", p) for p in params},
+        total_stat=total_stat,
+        asymmetric=asymmetric,
+        study_name=str(ds.attrs.get("study_name", "")),
+    )

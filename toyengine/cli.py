@@ -36,8 +36,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
               "command again to resume", file=sys.stderr)
         return 3
     if args.summary:
-        from .summary import render_summary
         from .store import open_results
+        from .summary import render_summary
 
         print(render_summary(open_results(args.store), "text"))
     return 0
@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("store")
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
     pl.set_defaults(func=_cmd_plot)
+
+    from .cli_cluster import add_commands
+
+    add_commands(sub)
     return p
 
 

@@ -112,12 +112,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             m.print_level = 0
             if tol is not None:
                 m.tol = tol
-            for i, p in enumerate(params):
-                name = p.name
-                m.limits[name] = p.limits
-                m.fixed[name] = p.fixed
-                m.errors[name] = p.error_guess
-                del i
+            params.to_minuit(m)
             m.migrad()
             if m.fmin is not None and m.fmin.is_valid:
                 m.hesse()
@@ -127,14 +122,18 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             lower = np.full(len(params), np.nan)
             upper = np.full(len(params), np.nan)
             if minos and valid:
-                try:
-                    m.minos()
-                    for i, p in enumerate(params):
-                        if not p.fixed and p.name in m.merrors:
-                            me = m.merrors[p.name]
-                            lower[i], upper[i] = me.lower, me.upper
-                except Exception:  # noqa: BLE001 - MINOS failure is recorded, not raised
-                    pass
+                for i, p in enumerate(params):
+                    if p.fixed:
+                        continue
+                    try:  # one parameter's MINOS failure (e.g. at a limit) leaves it NaN
+                        m.minos(p.name)
+                        me = m.merrors[p.name]
+                        if me.lower_valid:
+                            lower[i] = me.lower
+                        if me.upper_valid:
+                            upper[i] = me.upper
+                    except Exception:
+                        pass
         free = params.free_names
         errors = np.array(m.errors, dtype=float)
         errors[~params.free_mask] = np.nan
@@ -161,7 +160,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             minos_lower=lower,
             minos_upper=upper,
         )
-    except Exception as exc:  # noqa: BLE001 - a numerical failure is a result, not an error
+    except Exception as exc:
         nfcn = int(m.nfcn) if m is not None else 0
         return FitResult.failed(params, f"{type(exc).__name__}: {exc}",
                                 time.perf_counter() - t0, nfcn)

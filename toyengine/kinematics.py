@@ -28,6 +28,7 @@ __all__ = [
     "MASSES",
     "MASSES_PDG2018",
     "MASSES_PDG2020",
+    "PHASE_SPACE_3BODY_NODES",
     "WIDTHS_PDG2020",
     "breakup_momentum",
     "kallen",
@@ -196,13 +197,14 @@ PHASE_SPACE_3BODY_NODES: Final = 64
 
 @lru_cache(maxsize=16)
 def _gauss_legendre_theta(n: int) -> tuple[NDArray, NDArray]:
-    """Nodes θ ∈ (0, π) and weights of an n-point Gauss–Legendre rule (read-only arrays)."""
+    """cos θ_i and w_i sin²θ_i of an n-point Gauss–Legendre rule on θ ∈ (0, π) (read-only)."""
     x, w = np.polynomial.legendre.leggauss(n)
     theta = 0.5 * math.pi * (x + 1.0)
-    weight = 0.5 * math.pi * w
-    theta.setflags(write=False)
+    cos_theta = np.cos(theta)
+    weight = 0.5 * math.pi * w * np.sin(theta) ** 2
+    cos_theta.setflags(write=False)
     weight.setflags(write=False)
-    return theta, weight
+    return cos_theta, weight
 
 
 def phase_space_3body(
@@ -263,12 +265,12 @@ def phase_space_3body(
     s_hi = (mm - m1) ** 2
     centre = 0.5 * (s_hi + s_lo)
     half = 0.5 * (s_hi - s_lo)
-    theta, weight = _gauss_legendre_theta(int(n))
-    s = centre + half * np.cos(theta)
+    cos_theta, weight = _gauss_legendre_theta(int(n))
+    s = centre + half * cos_theta
     a = (m2 - m3) ** 2  # lower root of λ(s, m2², m3²), a <= s_lo
     b = (mm + m1) ** 2  # upper root of λ(s, M², m1²), b >= s_hi
-    smooth = np.sqrt(np.maximum(s - a, 0.0) * np.maximum(b - s, 0.0)) / s
-    integral = np.sum(weight * half * half * np.sin(theta) ** 2 * smooth, axis=-1)
+    smooth = np.sqrt(np.maximum((s - a) * (b - s), 0.0)) / s
+    integral = half[..., 0] ** 2 * (smooth @ weight)
     phi3 = integral / (128.0 * math.pi**3 * mm[..., 0] ** 2)
     return np.where(above, phi3, 0.0)
 

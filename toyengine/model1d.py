@@ -328,7 +328,7 @@ class UnbinnedNLL:
         """Sandwich covariance for weighted fits at the minimum ``x`` (free parameters only).
 
         ``H`` is the Hessian of this (weighted) −ln L and ``g_i`` the gradient of event
-        ``i``'s term ``N/n - ln(sum_c N_c f_c(x_i))``, both by central finite differences.
+        ``i``'s term ``ln(sum_c N_c f_c(x_i))``, both by central finite differences.
         """
         x = np.asarray(x, dtype=float)
         idx = [self.parameters.index(n) for n in free]
@@ -336,8 +336,9 @@ class UnbinnedNLL:
         steps = [step * max(abs(x[j]), 1.0) for j in idx]
 
         def per_event(xx: np.ndarray) -> np.ndarray:
-            y = xx[self.model._yield_idx].sum()
-            return y / w.sum() - np.log(np.maximum(self.event_densities(xx), 1e-300))
+            # extended likelihood: the score of event i is the gradient of
+            # ln(sum_c N_c f_c(x_i)); the Poisson term -sum N has no per-event share
+            return -np.log(np.maximum(self.event_densities(xx), 1e-300))
 
         grads = []
         for j, s in zip(idx, steps, strict=True):

@@ -164,7 +164,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
         try:
             data = fixed if fixed is not None else gen.sample(gen.parameters.values,
                                                              np.random.default_rng(children[0]))
-        except Exception as exc:  # noqa: BLE001 - a toy that cannot be generated is recorded
+        except Exception as exc:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)
             a["status"][i] = STATUS_EXCEPTION
@@ -176,7 +176,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
                 res = fit(nll, model.parameters, starts=spec.fit["starts"],
                           rng=np.random.default_rng(children[1 + h]),
                           minos=spec.fit["minos"], strategy=spec.fit["strategy"])
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
                 a["status"][i, h] = STATUS_EXCEPTION
@@ -197,6 +197,6 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             if gof is not None and res.valid:
                 try:
                     a["gof"][i, h] = float(gof(data, res.values))
-                except Exception:  # noqa: BLE001
+                except Exception:
                     a["gof"][i, h] = math.nan
     return ChunkResult(chunk, a, time.perf_counter() - t0)

@@ -27,8 +27,13 @@ from scipy import integrate, optimize, special, stats
 from .errors import ModelError
 
 __all__ = [
+    "HALF_WIDTH_CAP",
     "KINDS",
     "TAIL_MASS",
+    "TCC_ALTERNATIVE_SHAPES",
+    "TCC_FRAC",
+    "TCC_SIGMA1_SIM",
+    "TCC_SIGMA_RATIO",
     "Resolution",
     "apollonios_density",
     "cb2_density",
@@ -408,7 +413,8 @@ class Resolution:
 
         if excess(cap) > 0.0:
             return cap
-        return float(optimize.brentq(excess, 0.0, cap, xtol=1e-9 * cap, rtol=1e-10))
+        root = optimize.brentq(excess, 0.0, cap, xtol=1e-10 * cap, rtol=1e-12)
+        return min(float(root) * (1.0 + 1e-6), cap)  # step just past the root: tail < 1e-7
 
     def tail_mass(self, h: float) -> float:
         """max(∫_{h}^{∞} f, ∫_{−∞}^{−h} f): the larger one-sided probability beyond ±|h|."""

@@ -250,7 +250,7 @@ def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
     for fut in as_completed(futures):
         try:
             res = fut.result()
-        except Exception as exc:  # noqa: BLE001 - reported, the chunk stays "not done"
+        except Exception as exc:
             report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
             continue
         write_chunk(group, res)

@@ -132,7 +132,7 @@ class StoreInfo:
         self.path = Path(path)
         try:
             self.group = zarr.open_group(str(self.path), mode="r")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             msg = f"{self.path} is not a toyengine result store ({exc})"
             raise StoreError(msg) from None
         self.attrs = dict(self.group.attrs)

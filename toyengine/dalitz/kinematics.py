@@ -31,11 +31,11 @@ import numpy as np
 from ..errors import ModelError
 
 __all__ = [
-    "K",
+    "ETAC",
     "PAIRS",
     "PI",
-    "ETAC",
     "DalitzKinematics",
+    "K",
     "Pair",
     "PairVariables",
     "Vetoes",

@@ -99,7 +99,7 @@ def build_tcc(options: Mapping[str, Any] | None = None,
             raise ModelError(msg)
         shape = RelativisticBW("delta_m", "gamma", TCC_OFFSET, m_a, m_b, int(opts["L"]),
                                float(opts["radius"]))
-        params += [Parameter("n_sig", 117.0, (-200.0, 2000.0)),
+        params += [Parameter("n_sig", 117.0, (-1000.0, 1e6)),
                    Parameter("delta_m", -0.273, (-3.0, 3.0), step=0.05),
                    Parameter("gamma", 0.410, (0.0, 5.0), step=0.1)]
         comps.append(Component("signal", "n_sig", shape))
@@ -107,7 +107,7 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         from ..unitarised import UnitarisedShape
 
         ushape = UnitarisedShape(**dict(opts["unitarised"]))
-        params += [Parameter("n_sig", 186.0, (-200.0, 2000.0)),
+        params += [Parameter("n_sig", 186.0, (-1000.0, 1e6)),
                    Parameter("delta_m_u", -0.359, (-3.0, 3.0), step=0.05)]
         if "g" in ushape.param_names:
             params.append(Parameter("g", float(opts["unitarised"].get("g", 8.08)), (0.1, 1e4)))
@@ -121,7 +121,7 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         msg = f"tcc model: background_order must be in 0..6, got {order}"
         raise ModelError(msg)
     names = tuple(f"bkg_phi{k + 1}" for k in range(order))
-    params.append(Parameter("n_bkg", 700.0, (0.0, 20000.0)))
+    params.append(Parameter("n_bkg", 700.0, (0.0, 1e7)))
     for name, angle in zip(names, _sphere_angles_for_flat(order), strict=True):
         params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
     comps.append(Component("background", "n_bkg",
@@ -130,7 +130,7 @@ def build_tcc(options: Mapping[str, Any] | None = None,
     if tb is not None:
         tb = int(tb)
         tnames = tuple(f"bkg3_phi{k + 1}" for k in range(tb))
-        params.append(Parameter("n_bkg3", 100.0, (0.0, 20000.0)))
+        params.append(Parameter("n_bkg3", 100.0, (0.0, 1e7)))
         for name, angle in zip(tnames, _sphere_angles_for_flat(tb), strict=True):
             params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
         comps.append(Component("background3", "n_bkg3",

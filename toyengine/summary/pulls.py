@@ -117,7 +117,10 @@ class PullTable:
         from ._common import SummaryError
 
         have = sorted({(r.variant, r.hypothesis, r.param) for r in self.rows})
-        msg = f"no pull row for param={param!r}, hypothesis={hypothesis!r}, variant={variant}; have {have}"
+        msg = (
+            f"no pull row for param={param!r}, hypothesis={hypothesis!r}, "
+            f"variant={variant}; have {have}"
+        )
         raise SummaryError(msg)
 
     def table(self) -> Table:

@@ -249,6 +249,8 @@ class Chi2Fit:
         parameters were fitted on the same sample).
     valid : bool
         MIGRAD converged and HESSE is accurate.
+    zero_fraction, zero_fraction_err : float
+        Fitted point mass at t = 0 (``zero_mass=True``; else 0).
     """
 
     ndof: float
@@ -267,10 +269,15 @@ class Chi2Fit:
     ks_pvalue: float = math.nan
     valid: bool = True
     correlation: float = 0.0
+    zero_fraction: float = 0.0
+    zero_fraction_err: float = 0.0
 
     def pvalue(self, t: float) -> float:
-        """``P(scale·χ²(ndof) ≥ t)`` under the fitted description."""
-        return float(stats.chi2.sf(t / self.scale, self.ndof))
+        """``P(t' ≥ t)`` under the fitted description (incl. the point mass at 0, if fitted)."""
+        p = float(stats.chi2.sf(t / self.scale, self.ndof))
+        if self.zero_fraction > 0:
+            p = (1.0 - self.zero_fraction) * p + (self.zero_fraction if t <= 0 else 0.0)
+        return p
 
 
 def _log_gammainc(a: float, x: float) -> float:
@@ -286,6 +293,7 @@ def fit_chi2_ndof(
     t: np.ndarray | Sequence[float] | xr.DataArray,
     scale: bool = False,
     *,
+    zero_mass: bool = False,
     zero_tol: float = 1e-6,
     neg_tol: float = 1e-3,
     n_bins: int | None = None,
@@ -306,8 +314,13 @@ def fit_chi2_ndof(
       (``n_negative``); those below ``-neg_tol`` are counted separately
       (``n_negative_large``) because they point to failed h1 fits rather than rounding.
     * Values below ``zero_tol`` (including the clipped ones) are **left-censored**: each
-      contributes ``ln P(χ² ≤ zero_tol/scale)`` instead of the log-density, which would be
-      −∞ at 0 for k > 2. The fit is therefore still exact for the censored data.
+      contributes ``ln P(t ≤ zero_tol)`` instead of the log-density, which would be −∞ at 0
+      for k > 2. For a pure χ² this is exact. Zeros are, however, very unlikely under χ²(k)
+      with k > 2, so a few percent of them pull k̂ down noticeably.
+    * ``zero_mass=True`` fits instead the mixture ``w δ(0) + (1 − w) χ²(k)`` with a free
+      point-mass fraction ``w`` (``zero_fraction``): the right description when the h1 fit
+      can collapse onto h0 (a signal amplitude fitted to zero, a yield at a boundary — the
+      χ̄² case ½δ(0) + ½χ²(1) of a yield constrained to be ≥ 0).
 
     Parameters
     ----------
@@ -315,11 +328,17 @@ def fit_chi2_ndof(
         Toy values; NaN (failed fits) are dropped.
     scale : bool
         Also fit a scale factor ``s`` with ``t/s ~ χ²(k)``.
+    zero_mass : bool
+        Fit a point mass at t = 0 (see above).
     zero_tol, neg_tol : float
         Censoring threshold and the "large negative" threshold (see above).
     n_bins : int, optional
         Bins of the goodness-of-fit test; default ``min(50, n // 25)`` (≥ 25 expected per
-        bin), at least ``npar + 2``.
+        bin), at least ``npar + 2``. The bins are equiprobable under the fitted χ² (plus one
+        bin [0, zero_tol) with ``zero_mass``); the Pearson statistic is compared with
+        χ²(bins − 1 − fitted parameters). Because the parameters come from the unbinned fit
+        the true reference lies between that and χ²(bins − 1) (Chernoff–Lehmann): the
+        p-value is slightly conservative.
 
     Returns
     -------
@@ -350,51 +369,76 @@ def fit_chi2_ndof(
     s_lin = float(np.sum(xu))
     log2 = math.log(2.0)
 
-    def nll(k: float, s: float) -> float:
+    def nll(k: float, s: float, w: float) -> float:
         a = 0.5 * k
         ls = math.log(s)
         val = (a - 1.0) * (s_log - n_u * ls) - 0.5 * s_lin / s
         val -= n_u * (a * log2 + float(special.gammaln(a)) + ls)
+        if w > 0:
+            val += n_u * math.log1p(-w)
         if n_cens:
-            val += n_cens * _log_gammainc(a, 0.5 * zero_tol / s)
+            lf = _log_gammainc(a, 0.5 * zero_tol / s)
+            if w > 0:
+                lf = math.log(w + (1.0 - w) * math.exp(lf))
+            val += n_cens * lf
         return -val
 
-    mean = float(np.mean(x))
-    var = float(np.var(x))
+    xp = xu if zero_mass else x
+    mean = float(np.mean(xp))
+    var = float(np.var(xp))
     if scale and var > 0:
         s0 = max(var / (2.0 * mean), 1e-3)
         k0 = max(mean / s0, 0.05)
     else:
         s0, k0 = 1.0, max(mean, 0.05)
-    m = Minuit(nll, k=k0, s=s0)
+    w0 = min(max(n_cens / n, 0.01), 0.9) if zero_mass else 0.0
+    m = Minuit(nll, k=k0, s=s0, w=w0)
     m.errordef = Minuit.LIKELIHOOD
     m.limits["k"] = (1e-3, 1e4)
     m.limits["s"] = (1e-6, 1e6)
+    m.limits["w"] = (0.0, 1.0 - 1e-9)
     m.fixed["s"] = not scale
+    m.fixed["w"] = not zero_mass
     m.migrad()
     m.hesse()
     k_hat = float(m.values["k"])
     s_hat = float(m.values["s"])
+    w_hat = float(m.values["w"]) if zero_mass else 0.0
     k_err = float(m.errors["k"])
     s_err = float(m.errors["s"]) if scale else 0.0
+    w_err = float(m.errors["w"]) if zero_mass else 0.0
     corr = 0.0
     if scale and m.covariance is not None:
         c = np.asarray(m.covariance)
         corr = float(c[0, 1] / math.sqrt(c[0, 0] * c[1, 1]))
     valid = bool(m.valid and m.accurate)
 
-    # goodness of fit: Pearson χ² in bins equiprobable under the fitted distribution
-    npar = 2 if scale else 1
+    # goodness of fit: Pearson χ² in bins equiprobable under the fitted χ² part
+    npar = 1 + int(scale) + int(zero_mass)
     nb = n_bins if n_bins is not None else min(50, n // 25)
     gof_chi2, gof_ndof, gof_p = math.nan, 0, math.nan
+    dist = stats.chi2(k_hat, scale=s_hat)
     if nb >= npar + 2:
-        inner = s_hat * stats.chi2.ppf(np.arange(1, nb) / nb, k_hat)
-        counts = np.bincount(np.searchsorted(inner, x, side="right"), minlength=nb)
-        expected = n / nb
-        gof_chi2 = float(np.sum((counts - expected) ** 2) / expected)
-        gof_ndof = nb - 1 - npar
-        gof_p = float(stats.chi2.sf(gof_chi2, gof_ndof))
-    ks_p = float(stats.kstest(x, stats.chi2(k_hat, scale=s_hat).cdf).pvalue)
+        if zero_mass:
+            f0 = float(dist.cdf(zero_tol))
+            q = f0 + (1.0 - f0) * np.arange(1, nb) / nb
+            inner = np.concatenate(([zero_tol], dist.ppf(q)))
+            expected = np.concatenate(
+                ([n * (w_hat + (1 - w_hat) * f0)], np.full(nb, n * (1 - w_hat) * (1 - f0) / nb))
+            )
+        else:
+            inner = dist.ppf(np.arange(1, nb) / nb)
+            expected = np.full(nb, n / nb)
+        counts = np.bincount(np.searchsorted(inner, x, side="right"), minlength=expected.size)
+        keep = expected > 0
+        gof_chi2 = float(np.sum((counts[keep] - expected[keep]) ** 2 / expected[keep]))
+        gof_ndof = int(keep.sum()) - 1 - npar
+        gof_p = float(stats.chi2.sf(gof_chi2, gof_ndof)) if gof_ndof > 0 else math.nan
+
+    def cdf(v: np.ndarray) -> np.ndarray:
+        return w_hat + (1.0 - w_hat) * dist.cdf(v)
+
+    ks_p = float(stats.kstest(x, cdf).pvalue)
     return Chi2Fit(
         ndof=k_hat,
         ndof_err=k_err,
@@ -412,6 +456,8 @@ def fit_chi2_ndof(
         ks_pvalue=ks_p,
         valid=valid,
         correlation=corr,
+        zero_fraction=w_hat,
+        zero_fraction_err=w_err,
     )
 
 
@@ -645,12 +691,18 @@ class SignificanceSummary:
         ]
         f = self.chi2_fit
         if f is not None:
-            rows.append(
-                ("fitted ndof", f"{fmt_num(f.ndof, 4)} ± {fmt_num(f.ndof_err, 2)}", f.ndof)
-            )
+            rows.append(("fitted ndof", f"{fmt_num(f.ndof, 4)} ± {fmt_num(f.ndof_err, 2)}", f.ndof))
             if f.fit_scale:
                 rows.append(
                     ("fitted scale", f"{fmt_num(f.scale, 4)} ± {fmt_num(f.scale_err, 2)}", f.scale)
+                )
+            if f.zero_fraction > 0:
+                rows.append(
+                    (
+                        "fitted point mass at t = 0",
+                        f"{fmt_num(f.zero_fraction, 3)} ± {fmt_num(f.zero_fraction_err, 2)}",
+                        f.zero_fraction,
+                    )
                 )
             if math.isfinite(self.ndof_wilks) and f.ndof_err > 0:
                 dev = (f.ndof - self.ndof_wilks) / f.ndof_err
@@ -816,7 +868,8 @@ class SignificanceSummary:
 def _fit_pvalue(fit: Chi2Fit, t_obs: float) -> PValue:
     p = fit.pvalue(t_obs)
     ks = [max(fit.ndof - fit.ndof_err, 1e-3), fit.ndof + fit.ndof_err]
-    ps = [float(stats.chi2.sf(t_obs / fit.scale, k)) for k in ks]
+    w = fit.zero_fraction
+    ps = [(1.0 - w) * float(stats.chi2.sf(t_obs / fit.scale, k)) for k in ks]
     return PValue.make(f"fitted χ²(ndof={fmt_num(fit.ndof, 3)})", fit.ndof, p, min(ps), max(ps))
 
 
@@ -826,6 +879,7 @@ def significance_summary(
     *,
     include_failed: bool = False,
     fit_scale: bool = False,
+    zero_mass: bool = False,
     cl: float = CL_1SIGMA,
     tail_z: Sequence[float] = (1.0, 2.0, 3.0),
     min_toys_for_fit: int = 20,
@@ -850,6 +904,8 @@ def significance_summary(
         Use attempted-but-invalid fits with finite nll (see :func:`test_statistic`).
     fit_scale : bool
         Also fit a scale in the χ²-ndof fit.
+    zero_mass : bool
+        Fit a point mass at t = 0 in the χ²-ndof fit (see :func:`fit_chi2_ndof`).
     cl : float
         Clopper–Pearson confidence level.
     tail_z : sequence of float
@@ -879,14 +935,17 @@ def significance_summary(
         ndof_w = 1.0 if kind == "jp_rejection" else math.nan
     fit = None
     if nested and n_used >= min_toys_for_fit:
-        fit = fit_chi2_ndof(used, scale=fit_scale)
+        try:
+            fit = fit_chi2_ndof(used, scale=fit_scale, zero_mass=zero_mass)
+        except SummaryError:  # (almost) all t at 0: nothing to fit; reported as no fit
+            fit = None
     t_obs = attr_float(ds, "observed_t")
 
     pvalues: list[PValue] = []
     if math.isfinite(t_obs):
         if math.isfinite(ndof_w):
             p = float(chi2_pvalue(t_obs, ndof_w))
-            pvalues.append(PValue.make(f"wilks χ²(ndof={fmt_num(ndof_w)})", ndof_w, p, p, p))
+            pvalues.append(PValue.make(f"wilks χ²(ndof={ndof_w:g})", ndof_w, p, p, p))
         if fit is not None:
             pvalues.append(_fit_pvalue(fit, t_obs))
         if n_used:
@@ -969,7 +1028,11 @@ class SpreadSummary:
             ("failed fits", str(self.n_failed), self.n_failed),
             ("failed-fit fraction", fmt_num(self.failed_fraction), self.failed_fraction),
             ("Wilks ndof", fmt_num(self.ndof_wilks), self.ndof_wilks),
-            ("nominal t (Z)", f"{fmt_num(self.nominal_t)} ({fmt_num(self.nominal_z)}σ)", self.nominal_t),
+            (
+                "nominal t (Z)",
+                f"{fmt_num(self.nominal_t)} ({fmt_num(self.nominal_z)}σ)",
+                self.nominal_t,
+            ),
             ("mean ± std of t", f"{fmt_num(self.t_mean)} ± {fmt_num(self.t_std)}", self.t_mean),
             ("min / max of t", f"{fmt_num(self.t_min)} / {fmt_num(self.t_max)}", self.t_min),
             ("Z at mean t", fmt_num(self.z_mean), self.z_mean),

@@ -186,8 +186,17 @@ class SystTable:
     def _col(self, p: str) -> str:
         return f"{p} [{self.units[p]}]" if p in self.units else p
 
-    def _cell(self, p: str, sym: float, up: float, down: float, st: float, asym: bool,
-              show_stat: bool, digits: int) -> Cell:
+    def _cell(
+        self,
+        p: str,
+        sym: float,
+        up: float,
+        down: float,
+        st: float,
+        asym: bool,
+        show_stat: bool,
+        digits: int,
+    ) -> Cell:
         k = self.scale.get(p, 1.0)
         if asym:
             u, d = fmt_num(up * k, digits), fmt_num(down * k, digits)
@@ -226,8 +235,11 @@ class SystTable:
         """
         asym = self.asymmetric if asymmetric is None else asymmetric
         n = 1 + len(self.params) + 1
-        headers = (Cell.of("Source"), *(Cell.of(self._col(p)) for p in self.params),
-                   Cell.of("failed fits"))
+        headers = (
+            Cell.of("Source"),
+            *(Cell.of(self._col(p)) for p in self.params),
+            Cell.of("failed fits"),
+        )
         rows: list[tuple[Cell, ...]] = []
         by_group: dict[str, list[VariantShift]] = {}
         for vs in self.variants:
@@ -253,8 +265,11 @@ class SystTable:
                         txt += f" ± {fmt_num(vs.stat[p] * k, 1)}"
                     cells.append(Cell.of(txt))
                 rows.append(
-                    (Cell.of(f"    {vs.name}", r"\quad " + _tex(vs.name)), *cells,
-                     Cell.of(f"{vs.n_failed}/{vs.n_done}"))
+                    (
+                        Cell.of(f"    {vs.name}", r"\quad " + _tex(vs.name)),
+                        *cells,
+                        Cell.of(f"{vs.n_failed}/{vs.n_done}"),
+                    )
                 )
 
         for r in self.rows:
@@ -262,8 +277,14 @@ class SystTable:
             variant_rows(r.source)
         tot_cells = [
             self._cell(
-                p, self.total[p], self.total_up[p], self.total_down[p], self.total_stat[p], asym,
-                show_stat, digits,
+                p,
+                self.total[p],
+                self.total_up[p],
+                self.total_down[p],
+                self.total_stat[p],
+                asym,
+                show_stat,
+                digits,
             )
             for p in self.params
         ]
@@ -278,8 +299,11 @@ class SystTable:
         if self.nominal is not None:
             rows.append((Cell.of("Default model ensemble (fit bias; not in total)"),))
             rows.append(src_row(self.nominal))
+        base = (
+            "data/reference value" if self.relative_to == "reference" else "nominal ensemble mean"
+        )
         notes = [
-            f"shift = ensemble mean − {'data/reference value' if self.relative_to == 'reference' else 'nominal ensemble mean'}"
+            f"shift = ensemble mean − {base}"
             f" (hypothesis {self.hypothesis}); per source: "
             "max over alternatives (rule max), √mean(shift²) (rule rms), ½(shift₊ − shift₋) "
             "for ± pairs; total = quadrature sum"
@@ -291,8 +315,7 @@ class SystTable:
             notes.append("rules used: " + ", ".join(rules))
         assert all(len(r) in (1, n) for r in rows)
         return Table(
-            title="Systematic uncertainties"
-            + (f" — {self.study_name}" if self.study_name else ""),
+            title="Systematic uncertainties" + (f" — {self.study_name}" if self.study_name else ""),
             headers=headers,
             rows=tuple(rows),
             csv_header=self._csv_header(),
@@ -315,16 +338,28 @@ class SystTable:
         def row_of(rt: str, r: SystRow) -> tuple[object, ...]:
             vals: list[object] = [rt, r.source, "", r.rule, r.separate]
             for p in self.params:
-                vals += [r.value[p] * k(p), r.up[p] * k(p), r.down[p] * k(p), r.stat[p] * k(p),
-                         r.signed[p] * k(p), r.chosen[p]]
+                vals += [
+                    r.value[p] * k(p),
+                    r.up[p] * k(p),
+                    r.down[p] * k(p),
+                    r.stat[p] * k(p),
+                    r.signed[p] * k(p),
+                    r.chosen[p],
+                ]
             return (*vals, r.n_done, r.n_failed, r.failed_fraction)
 
         for r in self.rows:
             out.append(row_of("source", r))
         tot: list[object] = ["total", "Total (quadrature)", "", "quadrature", False]
         for p in self.params:
-            tot += [self.total[p] * k(p), self.total_up[p] * k(p), self.total_down[p] * k(p),
-                    self.total_stat[p] * k(p), math.nan, ""]
+            tot += [
+                self.total[p] * k(p),
+                self.total_up[p] * k(p),
+                self.total_down[p] * k(p),
+                self.total_stat[p] * k(p),
+                math.nan,
+                "",
+            ]
         nd = sum(r.n_done for r in self.rows)
         nf = sum(r.n_failed for r in self.rows)
         out.append((*tot, nd, nf, nf / nd if nd else math.nan))
@@ -337,31 +372,49 @@ class SystTable:
             for p in self.params:
                 sh = vs.shift[p] * k(p)
                 vals += [abs(sh), max(sh, 0.0), max(-sh, 0.0), vs.stat[p] * k(p), sh, vs.name]
-            out.append((*vals, vs.n_done, vs.n_failed,
-                        vs.n_failed / vs.n_done if vs.n_done else math.nan))
+            out.append(
+                (*vals, vs.n_done, vs.n_failed, vs.n_failed / vs.n_done if vs.n_done else math.nan)
+            )
         return tuple(out)
 
     def tables(self) -> list[Table]:
         """``[self.table()]`` (uniform interface with the other summaries)."""
         return [self.table()]
 
-    def to_text(self, asymmetric: bool | None = None, *, detail: bool = False,
-                show_stat: bool = False, digits: int = 2) -> str:
+    def to_text(
+        self,
+        asymmetric: bool | None = None,
+        *,
+        detail: bool = False,
+        show_stat: bool = False,
+        digits: int = 2,
+    ) -> str:
         """Plain text."""
-        return self.table(asymmetric, detail=detail, show_stat=show_stat,
-                          digits=digits).to_text()
+        return self.table(asymmetric, detail=detail, show_stat=show_stat, digits=digits).to_text()
 
-    def to_markdown(self, asymmetric: bool | None = None, *, detail: bool = False,
-                    show_stat: bool = False, digits: int = 2) -> str:
+    def to_markdown(
+        self,
+        asymmetric: bool | None = None,
+        *,
+        detail: bool = False,
+        show_stat: bool = False,
+        digits: int = 2,
+    ) -> str:
         """Markdown."""
-        return self.table(asymmetric, detail=detail, show_stat=show_stat,
-                          digits=digits).to_markdown()
+        return self.table(
+            asymmetric, detail=detail, show_stat=show_stat, digits=digits
+        ).to_markdown()
 
-    def to_latex(self, asymmetric: bool | None = None, *, detail: bool = False,
-                 show_stat: bool = False, digits: int = 2) -> str:
+    def to_latex(
+        self,
+        asymmetric: bool | None = None,
+        *,
+        detail: bool = False,
+        show_stat: bool = False,
+        digits: int = 2,
+    ) -> str:
         """LaTeX (booktabs; asymmetric cells as ``${}^{+u}_{-d}$``)."""
-        return self.table(asymmetric, detail=detail, show_stat=show_stat,
-                          digits=digits).to_latex()
+        return self.table(asymmetric, detail=detail, show_stat=show_stat, digits=digits).to_latex()
 
     def to_csv(self) -> str:
         """CSV: one row per source, the total, separate sources, nominal, then every variant.
@@ -535,8 +588,11 @@ def systematic_table(
             ref = ds["reference"]
             vals = ds["value"].sel(hypothesis=hyp)
             present = np.isfinite(vals).any(dim=("variant", "toy"))
-            params = [p for p in all_params if np.isfinite(float(ref.sel(param=p))) and
-                      bool(present.sel(param=p))]
+            params = [
+                p
+                for p in all_params
+                if np.isfinite(float(ref.sel(param=p))) and bool(present.sel(param=p))
+            ]
     elif isinstance(params, str):
         params = params.split()
     params = list(params)
@@ -557,9 +613,7 @@ def systematic_table(
         msg = f"relative_to={relative_to!r} must be 'reference' or 'nominal'"
         raise SummaryError(msg)
     kind = str(ds.attrs.get("kind", ""))
-    default_rule = combine if combine != "auto" else (
-        "rms" if kind in RANDOM_DRAW_KINDS else "max"
-    )
+    default_rule = combine if combine != "auto" else ("rms" if kind in RANDOM_DRAW_KINDS else "max")
     rules = dict(group_rules or {})
     for g, r in [("<default>", default_rule), *rules.items()]:
         if r not in ("max", "rms"):
@@ -573,12 +627,21 @@ def systematic_table(
     validv = valid.sel(hypothesis=hyp).transpose("variant", "toy").values
     vals = ds["value"].sel(hypothesis=hyp, param=params).transpose("variant", "toy", "param").values
     nv = ds.sizes["variant"]
-    names = [str(x) for x in ds["variant_name"].values] if "variant_name" in ds else [
-        str(i) for i in range(nv)]
-    groups = [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else [
-        "nominal" if i == 0 else "variation" for i in range(nv)]
-    seps = [bool(x) for x in ds["variant_separate"].values] if "variant_separate" in ds else [
-        False] * nv
+    names = (
+        [str(x) for x in ds["variant_name"].values]
+        if "variant_name" in ds
+        else [str(i) for i in range(nv)]
+    )
+    groups = (
+        [str(x) for x in ds["variant_group"].values]
+        if "variant_group" in ds
+        else ["nominal" if i == 0 else "variation" for i in range(nv)]
+    )
+    seps = (
+        [bool(x) for x in ds["variant_separate"].values]
+        if "variant_separate" in ds
+        else [False] * nv
+    )
 
     means = np.full((nv, len(params)), math.nan)
     stats_ = np.full((nv, len(params)), math.nan)
@@ -643,8 +706,11 @@ def systematic_table(
     total = {p: _quad(rows, "value", p) for p in params}
     total_stat = {}
     for p in params:
-        num = [r.value[p] * r.stat[p] for r in rows
-               if math.isfinite(r.value[p]) and math.isfinite(r.stat[p])]
+        num = [
+            r.value[p] * r.stat[p]
+            for r in rows
+            if math.isfinite(r.value[p]) and math.isfinite(r.stat[p])
+        ]
         total_stat[p] = (
             math.sqrt(sum(x * x for x in num)) / total[p] if num and total[p] > 0 else math.nan
         )

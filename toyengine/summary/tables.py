@@ -135,7 +135,7 @@ class Table:
         return "\n".join(out) + "\n"
 
     def to_latex(self) -> str:
-        """A ``table`` environment with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
+        """A ``table`` environment around a booktabs ``tabular`` (``\\usepackage{booktabs}``)."""
         n = len(self.headers)
         out = [r"\begin{table}[htbp]", r"\centering"]
         if self.title:

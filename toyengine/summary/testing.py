@@ -79,7 +79,10 @@ def make_results_dataset(
     """
     value = np.asarray(value, dtype=float)
     if value.ndim != 4:
-        msg = f"make_results_dataset: value must be 4-D (variant, toy, hypothesis, param), got {value.shape}"
+        msg = (
+            "make_results_dataset: value must be 4-D (variant, toy, hypothesis, param), "
+            f"got shape {value.shape}"
+        )
         raise SummaryError(msg)
     nv, nt, nh, npar = value.shape
     if (nh, npar) != (len(hypotheses), len(params)):

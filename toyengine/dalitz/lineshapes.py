@@ -1,0 +1,223 @@
+"""Vectorised Dalitz-plot lineshapes: RBW with Blatt–Weisskopf factors, Zemach spin factors,
+modified LASS and a flat non-resonant term (seed 000 Eqs. 6–10, PHYSICS.md §1.2–1.4).
+
+Units: GeV (masses, momenta), GeV⁻¹ (radii, LASS a and r). Parameter *values* handed to
+:meth:`Lineshape.evaluate` are in the units of the model parameters: masses and widths in
+MeV, a and r in GeV⁻¹ (converted here).
+
+A component value is split as ``F = n · g(m) · P_L(cos θ)``:
+
+- ``g`` (this module) holds the lineshape ``T``, both barrier factors and the radial part
+  of the Zemach factor ``(−2 p q)^L L!/(2L−1)!!`` — everything that depends on the pair mass;
+- ``P_L(cos θ)`` (:func:`legendre`) is the angular part of the Zemach factor;
+- ``n`` normalises ``∫_DP |F|² dm²(K+π−) dm²(ηc π−) = 1`` (seed 000 Eq. 5).
+
+Constant factors (such as the production-vertex barrier at the pole, ``X(p0 r)``, which is
+undefined when the pole lies above the kinematic limit) cancel in ``n`` and are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+from .kinematics import PAIRS, DalitzKinematics, two_body_momentum
+
+__all__ = [
+    "KINDS",
+    "Lineshape",
+    "blatt_weisskopf_d",
+    "legendre",
+    "zemach_radial",
+]
+
+_BW_COEFFS = {
+    0: (1.0,),
+    1: (1.0, 1.0),
+    2: (9.0, 3.0, 1.0),
+    3: (225.0, 45.0, 6.0, 1.0),
+    4: (11025.0, 1575.0, 135.0, 10.0, 1.0),
+    5: (893025.0, 99225.0, 6300.0, 315.0, 15.0, 1.0),
+}
+
+
+def blatt_weisskopf_d(z: np.ndarray | float, L: int) -> np.ndarray:
+    """Blatt–Weisskopf polynomial ``D_L(z)`` (PHYSICS.md §1.3 table), so that
+    ``X_L(z) = sqrt(D_L(z0)/D_L(z))``; e.g. ``D_2 = z⁴ + 3z² + 9``."""
+    if L not in _BW_COEFFS:
+        msg = f"Blatt-Weisskopf factor: spin L = {L} not supported (0..5)"
+        raise ModelError(msg)
+    z2 = np.asarray(z, float) ** 2
+    out = np.zeros_like(z2)
+    for c in reversed(_BW_COEFFS[L]):
+        out = out * z2 + c
+    return out
+
+
+def legendre(cos: np.ndarray, L: int) -> np.ndarray:
+    """Legendre polynomial ``P_L(cos θ)`` for L = 0..5 (angular part of the Zemach factor)."""
+    c = np.asarray(cos, float)
+    if L == 0:
+        return np.ones_like(c)
+    if L == 1:
+        return c
+    if L == 2:
+        return 0.5 * (3 * c * c - 1)
+    if L == 3:
+        return 0.5 * (5 * c**3 - 3 * c)
+    if L == 4:
+        return (35 * c**4 - 30 * c * c + 3) / 8.0
+    if L == 5:
+        return (63 * c**5 - 70 * c**3 + 15 * c) / 8.0
+    msg = f"Zemach factor: spin L = {L} not supported (0..5)"
+    raise ModelError(msg)
+
+
+def zemach_radial(p: np.ndarray, q: np.ndarray, L: int) -> np.ndarray:
+    """``(−2 p q)^L L!/(2L−1)!!``, so that the Zemach factor of PHYSICS.md §1.4 is
+    ``Z_L = zemach_radial · P_L(cos θ)`` (e.g. ``Z_1 = −2 p q cos θ``,
+    ``Z_2 = (4/3)(p q)²(3cos²θ − 1)``)."""
+    dfact = 1.0
+    for k in range(2 * L - 1, 0, -2):
+        dfact *= k
+    return (-2.0 * np.asarray(p, float) * np.asarray(q, float)) ** L * math.factorial(L) / dfact
+
+
+#: lineshape kinds and their parameter roles (in this order)
+KINDS: dict[str, tuple[str, ...]] = {
+    "rbw": ("mass", "width"),
+    "lass": ("mass", "width", "a", "r"),
+    "lass_bw": ("mass", "width", "a", "r"),
+    "lass_nr": ("a", "r"),
+    "flat": (),
+}
+
+
+@dataclass(frozen=True)
+class Lineshape:
+    """The mass-dependent part ``g(m)`` of one isobar component.
+
+    Parameters
+    ----------
+    kind : str
+        ``"rbw"`` (seed 000 Eqs. 7–8 with barrier factors at both vertices), ``"lass"``
+        (Eq. 9, both terms), ``"lass_bw"`` (its resonant term, with the ``e^{2iδ_B}``
+        factor), ``"lass_nr"`` (its slowly varying term) or ``"flat"`` (constant amplitude).
+    pair : str
+        ``"kpi"``, ``"etacpi"`` or ``"etack"``.
+    spin : int
+        Orbital angular momentum L = resonance spin (0..4; LASS and flat need 0).
+    radius : float
+        Blatt–Weisskopf radius r_BW in GeV⁻¹ (seed 000: 4 GeV⁻¹).
+    cutoff : float
+        LASS: the slowly varying term is zero above this K+π− mass (GeV; seed 000: 1.7).
+    """
+
+    kind: str
+    pair: str
+    spin: int = 0
+    radius: float = 4.0
+    cutoff: float = 1.7
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            msg = f"lineshape kind {self.kind!r} unknown; known: {sorted(KINDS)}"
+            raise ModelError(msg)
+        if self.pair not in PAIRS:
+            msg = f"lineshape pair {self.pair!r} unknown; known: {sorted(PAIRS)}"
+            raise ModelError(msg)
+        if not 0 <= self.spin <= 4:
+            msg = f"lineshape spin {self.spin} not supported (0..4)"
+            raise ModelError(msg)
+        if self.kind != "rbw" and self.spin != 0:
+            msg = f"lineshape {self.kind!r} is an S-wave shape; spin must be 0, got {self.spin}"
+            raise ModelError(msg)
+        if not (math.isfinite(self.radius) and self.radius >= 0):
+            msg = f"lineshape radius {self.radius} GeV^-1 must be a finite number >= 0"
+            raise ModelError(msg)
+
+    @property
+    def n_params(self) -> int:
+        return len(KINDS[self.kind])
+
+    def check_values(self, kin: DalitzKinematics, values: tuple[float, ...], name: str) -> None:
+        """Reject parameter values that make no sense for this lineshape (build time).
+
+        A pole mass at or below the two-body threshold of the pair has no real q0 (RBW, LASS);
+        a pole at or above the parent mass lies outside any physical region; widths must be
+        positive; the LASS scattering length must be non-zero.
+        """
+        roles = KINDS[self.kind]
+        vals = dict(zip(roles, values, strict=True))
+        lo, _ = kin.mass_range(self.pair)
+        if "mass" in vals:
+            m0 = vals["mass"] / 1000.0
+            if not (math.isfinite(m0) and lo < m0 < kin.m_parent):
+                msg = (f"component {name!r}: pole mass {vals['mass']} MeV lies outside "
+                       f"({lo * 1000:.2f}, {kin.m_parent * 1000:.2f}) MeV, the {self.pair} "
+                       "threshold to the parent mass; q0 is undefined there")
+                raise ModelError(msg)
+        if "width" in vals and not (math.isfinite(vals["width"]) and vals["width"] > 0):
+            msg = f"component {name!r}: width {vals['width']} MeV must be positive"
+            raise ModelError(msg)
+        if "a" in vals and not (math.isfinite(vals["a"]) and vals["a"] != 0):
+            msg = f"component {name!r}: LASS scattering length a = {vals['a']} must be non-zero"
+            raise ModelError(msg)
+
+    # --- evaluation ------------------------------------------------------------------
+    def geometry(self, kin: DalitzKinematics, m: np.ndarray, q: np.ndarray,
+                 p: np.ndarray) -> dict[str, np.ndarray]:
+        """Parameter-independent arrays at pair masses ``m`` (cached by callers)."""
+        m = np.asarray(m, float)
+        if self.kind == "flat":
+            return {"m": m}
+        if self.kind == "rbw":
+            L, r = self.spin, self.radius
+            dq = blatt_weisskopf_d(q * r, L)
+            dp = blatt_weisskopf_d(p * r, L)
+            base = zemach_radial(p, q, L) / np.sqrt(dq * dp)
+            return {"s": m * m, "G": q ** (2 * L + 1) / (m * dq), "base": base}
+        return {"m": m, "q": np.asarray(q, float)}
+
+    def evaluate(self, kin: DalitzKinematics, geom: dict[str, np.ndarray],
+                 values: tuple[float, ...]) -> np.ndarray:
+        """Complex ``g`` at the points of ``geom`` for parameter ``values`` (MeV, GeV⁻¹)."""
+        kind = self.kind
+        if kind == "flat":
+            return np.ones(geom["m"].shape, complex)
+        pr = PAIRS[self.pair]
+        ms = kin.masses
+        if kind == "rbw":
+            L, r = self.spin, self.radius
+            m0 = values[0] / 1000.0
+            w0 = values[1] / 1000.0
+            q0 = float(two_body_momentum(m0, ms[pr.first], ms[pr.second]))
+            d0 = float(blatt_weisskopf_d(q0 * r, L))
+            # m0 Γ(m) = [Γ0 m0² D(z0)/q0^(2L+1)] · [q^(2L+1)/(m D(z))]   (Eq. 8)
+            c = w0 * m0 * m0 * d0 / q0 ** (2 * L + 1)
+            re = m0 * m0 - geom["s"]
+            im = c * geom["G"]
+            t = (re + 1j * im) / (re * re + im * im)  # 1/(re - i im), Eq. 7
+            return (math.sqrt(d0) * geom["base"]) * t
+        # LASS family (Eqs. 9–10)
+        m = geom["m"]
+        q = geom["q"]
+        if kind == "lass_nr":
+            a, rr = values
+        else:
+            m0, w0 = values[0] / 1000.0, values[1] / 1000.0
+            a, rr = values[2], values[3]
+        qcot = 1.0 / a + 0.5 * rr * q * q  # q cot δ_B
+        out = np.zeros(m.shape, complex)
+        if kind in ("lass", "lass_nr"):
+            nr = m / (qcot - 1j * q)
+            out += np.where(m <= self.cutoff, nr, 0.0)
+        if kind in ("lass", "lass_bw"):
+            q0 = float(two_body_momentum(m0, ms[pr.first], ms[pr.second]))
+            e2id = (qcot + 1j * q) / (qcot - 1j * q)
+            scale = m0 * w0 * m0 / q0
+            out += e2id * scale / (m0 * m0 - m * m - 1j * scale * q / m)
+        return out

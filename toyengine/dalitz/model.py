@@ -1,0 +1,972 @@
+"""Dalitz-plot isobar model, signal and background PDFs, likelihood and generator.
+
+Seed 000 §5–6: ``A = Σ_j c_j F_j`` (Eq. 4) with unit-normalised components (Eq. 5),
+``P_sig = |A|² ε / ∫|A|² ε`` (Eq. 11), fit fractions (Eqs. 12–13) and the likelihood of
+Eq. 14 for several subsamples (Run 1 / Run 2) with shared amplitude parameters and their own
+yields, efficiency and background maps.
+
+All PDFs are evaluated as densities on the square Dalitz plot (SDP): the signal as
+``|A|² ε |J| / ∫|A|² ε dx dy`` and each background as its smoothed SDP histogram divided by
+its integral over the allowed SDP region. The common Jacobian would only add a constant to
+−ln L, so this is the likelihood of Eq. 14.
+
+Speed (issue 5): component values are cached at the data points and on the normalisation
+grid and recomputed only when their own parameters change; the normalisation is a Hermitian
+matrix ``N_ij = ∫ F_i F_j* ε`` per subsample, so ``∫|A|²ε = c^T N c*``. Components of the
+K+π− pair factorise as ``g(m) P_L(cos θ)`` on the grid rows, so their block of ``N`` is a
+1-D sum with precomputed angular moments of the efficiency; components of the other pairs
+(the Zc) are evaluated on the full 2-D grid.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from ..errors import ModelError
+from ..params import ParameterSet
+from .integration import MassQuadrature, PairSpline, RowGrid, refined_row_points
+from .kinematics import DalitzKinematics, Vetoes
+from .lineshapes import Lineshape, legendre
+from .maps import SDPHistogram, SDPSpline
+
+__all__ = [
+    "Component",
+    "DalitzData",
+    "DalitzModel",
+    "DalitzNLL",
+    "RunSample",
+    "RunSpec",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Specifications
+# ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Component:
+    """One isobar component: a lineshape in a pair, its parameter names and coefficient.
+
+    Parameters
+    ----------
+    name : str
+        Component name; the coefficient parameters are ``re_<name>``/``im_<name>``
+        (cartesian) or ``mag_<name>``/``ph_<name>`` (polar).
+    lineshape : Lineshape
+        Kind, pair, spin and barrier radius.
+    params : tuple of str
+        Names of the lineshape parameters in the model's ParameterSet, in the order of
+        :data:`toyengine.dalitz.lineshapes.KINDS` (mass and width in MeV; a, r in GeV⁻¹).
+    """
+
+    name: str
+    lineshape: Lineshape
+    params: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.params) != self.lineshape.n_params:
+            msg = (f"component {self.name!r}: lineshape {self.lineshape.kind!r} needs "
+                   f"{self.lineshape.n_params} parameter names, got {self.params}")
+            raise ModelError(msg)
+
+    @property
+    def pair(self) -> str:
+        return self.lineshape.pair
+
+    @property
+    def spin(self) -> int:
+        return self.lineshape.spin
+
+
+@dataclass(frozen=True, eq=False)
+class RunSpec:
+    """One subsample: efficiency map, background maps and yield parameter names.
+
+    Parameters
+    ----------
+    name : str
+        e.g. ``"run1"``.
+    efficiency : SDPHistogram
+        Efficiency map on the SDP (kind ``"efficiency"``).
+    signal_yield : str
+        Name of the signal-yield parameter.
+    backgrounds : tuple of (name, SDPHistogram, yield parameter name)
+        Background components with their SDP maps.
+    """
+
+    name: str
+    efficiency: SDPHistogram
+    signal_yield: str
+    backgrounds: tuple[tuple[str, SDPHistogram, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """Events of one subsample: ``m2_kpi = m²(K+π−)``, ``m2_etacpi = m²(ηc π−)`` in GeV²;
+    ``label`` is the generating component (0 = signal, k = k-th background; −1 unknown)."""
+
+    m2_kpi: np.ndarray
+    m2_etacpi: np.ndarray
+    label: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        x = np.asarray(self.m2_kpi, float).ravel()
+        y = np.asarray(self.m2_etacpi, float).ravel()
+        if x.shape != y.shape:
+            msg = f"RunSample: m2_kpi and m2_etacpi differ in length ({x.size} vs {y.size})"
+            raise ModelError(msg)
+        object.__setattr__(self, "m2_kpi", x)
+        object.__setattr__(self, "m2_etacpi", y)
+        if self.label is not None:
+            lab = np.asarray(self.label).astype(np.int16).ravel()
+            if lab.shape != x.shape:
+                msg = "RunSample: label must have one entry per event"
+                raise ModelError(msg)
+            object.__setattr__(self, "label", lab)
+
+    def __len__(self) -> int:
+        return int(self.m2_kpi.size)
+
+
+@dataclass(frozen=True)
+class DalitzData:
+    """A data set: one :class:`RunSample` per subsample, keyed by run name."""
+
+    runs: dict[str, RunSample] = field(default_factory=dict)
+
+    @property
+    def n_events(self) -> int:
+        return sum(len(r) for r in self.runs.values())
+
+    def __getitem__(self, run: str) -> RunSample:
+        return self.runs[run]
+
+    def save_npz(self, path: str, **meta: object) -> None:
+        """Write ``<run>/m2_kpi``, ``<run>/m2_etacpi`` (and labels) plus metadata strings."""
+        arrays: dict[str, np.ndarray] = {}
+        for name, rs in self.runs.items():
+            arrays[f"{name}/m2_kpi"] = rs.m2_kpi
+            arrays[f"{name}/m2_etacpi"] = rs.m2_etacpi
+            if rs.label is not None:
+                arrays[f"{name}/label"] = rs.label
+        for k, v in meta.items():
+            arrays[f"meta/{k}"] = np.array(str(v))
+        np.savez_compressed(path, **arrays)
+
+    @classmethod
+    def load_npz(cls, path: str) -> DalitzData:
+        """Read a data set written by :meth:`save_npz`."""
+        import os
+
+        if not os.path.isfile(path):
+            msg = f"Dalitz data file {path}: file not found"
+            raise ModelError(msg)
+        with np.load(path, allow_pickle=False) as f:
+            keys = list(f.files)
+            runs: dict[str, RunSample] = {}
+            names = sorted({k.split("/")[0] for k in keys if k.endswith("/m2_kpi")})
+            if not names:
+                msg = f"Dalitz data file {path}: no '<run>/m2_kpi' arrays found (keys: {keys})"
+                raise ModelError(msg)
+            for n in names:
+                if f"{n}/m2_etacpi" not in keys:
+                    msg = f"Dalitz data file {path}: run {n!r} lacks 'm2_etacpi'"
+                    raise ModelError(msg)
+                lab = f[f"{n}/label"] if f"{n}/label" in keys else None
+                runs[n] = RunSample(f[f"{n}/m2_kpi"], f[f"{n}/m2_etacpi"], lab)
+        return cls(runs)
+
+
+# ---------------------------------------------------------------------------------------
+# Precomputed normalisation grid (static per model)
+# ---------------------------------------------------------------------------------------
+class _NormGrid:
+    """Normalisation integrals ``N_ij = ∫ F_i F_j* ε`` on one :class:`RowGrid`.
+
+    K+π− components factorise on the grid rows as ``h_j(m) P_L(cos θ)``: their block is
+    ``Σ_a h_i h_j* E_{L_i L_j}(a)`` with the angular moments ``E`` of the efficiency.
+    Components of another pair are represented on the nodes of a :class:`PairSpline`; their
+    blocks use kernels integrated once on knot-aligned points (:func:`refined_row_points`):
+    ``K_{i,L}(a, k)`` against K+π− rows and ``κ_{ik}(k)`` within the pair. Components of two
+    different non-K+π− pairs are integrated directly on the grid nodes.
+    """
+
+    def __init__(self, kin: DalitzKinematics, grid: RowGrid, comps: Sequence[Component],
+                 effs: Sequence[SDPSpline | None], splines: dict[str, PairSpline]):
+        self.kin = kin
+        self.grid = grid
+        self.comps = tuple(comps)
+        self.is_kpi = np.array([c.pair == "kpi" for c in comps])
+        self.kpi_idx = np.flatnonzero(self.is_kpi)
+        self.other_idx = [int(i) for i in np.flatnonzero(~self.is_kpi)]
+        self.spins = np.array([c.spin for c in comps], dtype=int)
+        self.lvals = sorted({int(self.spins[j]) for j in self.kpi_idx})
+        self.lpos = {L: k for k, L in enumerate(self.lvals)}
+        self.kpos = {int(j): k for k, j in enumerate(self.kpi_idx)}
+        self.l_of_kpi = np.array([self.lpos[int(self.spins[j])] for j in self.kpi_idx], int)
+        shape = grid.shape
+        mp2 = grid.mp2
+        self.eff = [np.ones(shape) if e is None else e(mp2, grid.thp) for e in effs]
+        qk, pk = kin.pair_momenta("kpi", grid.m)
+        self.geom = {int(j): comps[j].lineshape.geometry(kin, grid.m, qk, pk)
+                     for j in self.kpi_idx}
+        pl = {L: legendre(grid.cos, L) for L in self.lvals}
+        nl = len(self.lvals)
+        self.E, self.esel = [], []
+        for eff in self.eff:
+            we = grid.w * eff
+            E = np.empty((nl, nl, shape[0]))
+            for a, La in enumerate(self.lvals):
+                for b, Lb in enumerate(self.lvals):
+                    E[a, b] = np.sum(we * pl[La] * pl[Lb], axis=1)
+            self.E.append(E)
+            self.esel.append(np.ascontiguousarray(E[self.l_of_kpi[:, None], self.l_of_kpi[None, :]]))
+        # components of other pairs: spline kernels
+        self.pair_of = {i: comps[i].pair for i in self.other_idx}
+        self.K: list[dict[int, np.ndarray]] = [{} for _ in effs]
+        self.kappa: list[dict[tuple[int, int], np.ndarray]] = [{} for _ in effs]
+        for pair in sorted(set(self.pair_of.values())):
+            members = [i for i in self.other_idx if self.pair_of[i] == pair]
+            spl = splines[pair]
+            pts = refined_row_points(kin, grid, spl)
+            B = spl.design(pts["m_pair"]).tocsr()
+            pv = kin.pair_variables(pair, pts["x"], pts["y"])
+            ang = {i: legendre(pv.cos, int(self.spins[i])) for i in members}
+            plk = {L: legendre(pts["cos"], L) for L in self.lvals}
+            n_pts = pts["row"].size
+            counts = np.bincount(pts["row"], minlength=shape[0])
+            indptr = np.concatenate([[0], np.cumsum(counts)])
+            cols = np.arange(n_pts)
+            for r, e in enumerate(effs):
+                eps = np.ones(n_pts) if e is None else e(pts["mp"], pts["thp"])
+                wbase = pts["w"] * eps
+                for i in members:
+                    ks = []
+                    for L in self.lvals:
+                        agg = csr_matrix((wbase * plk[L] * ang[i], cols, indptr),
+                                         shape=(shape[0], n_pts))
+                        ks.append(np.asarray((agg @ B).todense()) @ spl.coef)
+                    self.K[r][i] = np.ascontiguousarray(np.stack(ks)) if ks else np.zeros((0, shape[0], spl.n))
+                for a_, i in enumerate(members):
+                    for k in members[a_:]:
+                        v = np.asarray(B.T @ (wbase * ang[i] * ang[k])).ravel() @ spl.coef
+                        self.kappa[r][(i, k)] = v
+        # other-pair components at the grid nodes (for generation envelopes)
+        self.on_grid: dict[int, tuple] = {}
+        for i in self.other_idx:
+            pv = kin.pair_variables(comps[i].pair, grid.x.ravel(), grid.y.ravel())
+            self.on_grid[i] = (splines[comps[i].pair].design(pv.m).tocsr(),
+                               legendre(pv.cos, int(self.spins[i])).reshape(shape))
+        # different non-K+π− pairs: direct sums on the grid nodes
+        self.direct = [(i, k) for a_, i in enumerate(self.other_idx)
+                       for k in self.other_idx[a_ + 1:] if self.pair_of[i] != self.pair_of[k]]
+        self.geom2d: dict[int, dict[str, np.ndarray]] = {}
+        self.ang2d: dict[int, np.ndarray] = {}
+        self.WW: list[dict[tuple[int, int], np.ndarray]] = [{} for _ in effs]
+        if self.direct:
+            for i in {j for pr in self.direct for j in pr}:
+                pv = kin.pair_variables(comps[i].pair, grid.x.ravel(), grid.y.ravel())
+                self.geom2d[i] = comps[i].lineshape.geometry(kin, pv.m, pv.q, pv.p)
+                self.ang2d[i] = legendre(pv.cos, int(self.spins[i])).reshape(shape)
+            for r, eff in enumerate(self.eff):
+                for i, k in self.direct:
+                    self.WW[r][(i, k)] = grid.w * eff * self.ang2d[i] * self.ang2d[k]
+
+    @property
+    def n_eff(self) -> int:
+        return len(self.E)
+
+
+# ---------------------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------------------
+class DalitzModel:
+    """Isobar model of P → K+ π− ηc with efficiency and backgrounds, several subsamples.
+
+    Implements the ToyModel protocol: :attr:`parameters`, :meth:`sample`, :meth:`nll`.
+
+    Parameters
+    ----------
+    kin : DalitzKinematics
+        Masses.
+    components : sequence of Component
+        Isobar components, the first being the reference amplitude (its coefficient
+        parameters should be fixed, e.g. to 1 + 0i; seed 000 §6.4).
+    parameters : ParameterSet
+        All parameters: coefficients, lineshape parameters, yields.
+    runs : sequence of RunSpec
+        Subsamples, fitted simultaneously with shared amplitude parameters.
+    vetoes : Vetoes
+        D̄0 and border vetoes (applied to data, generation and all normalisations).
+    polar : bool
+        Coefficients as ``mag_*``/``ph_*`` instead of ``re_*``/``im_*``.
+    grid_options : dict
+        Options of :meth:`RowGrid.build` (``n_m``, ``du``, ``n_t``, ``t_panels``) and of the
+        1-D normalisation rule (``norm_n``, ``norm_du``).
+    """
+
+    def __init__(self, kin: DalitzKinematics, components: Sequence[Component],
+                 parameters: ParameterSet, runs: Sequence[RunSpec], vetoes: Vetoes, *,
+                 polar: bool = False, grid_options: dict | None = None,
+                 name: str = "dalitz"):
+        self.kin = kin
+        self.components = tuple(components)
+        self.parameters = parameters
+        self.runs = tuple(runs)
+        self.vetoes = vetoes
+        self.polar = polar
+        self.name = name
+        if not self.components:
+            msg = f"{name}: the model needs at least one component"
+            raise ModelError(msg)
+        if not self.runs:
+            msg = f"{name}: the model needs at least one run (subsample)"
+            raise ModelError(msg)
+        names = [c.name for c in self.components]
+        if len(set(names)) != len(names):
+            msg = f"{name}: duplicate component names {names}"
+            raise ModelError(msg)
+        go = {"n_m": 8, "du": 0.015, "n_t": 12, "t_panels": 4, "norm_n": 8, "norm_du": 0.01,
+              "spline_dm": 0.003}
+        go.update(grid_options or {})
+        self.grid_options = go
+        idx = parameters.index
+        # coefficient and lineshape parameter indices (ModelError for unknown names)
+        if polar:
+            self._c_idx = np.array([[idx(f"mag_{n}"), idx(f"ph_{n}")] for n in names])
+        else:
+            self._c_idx = np.array([[idx(f"re_{n}"), idx(f"im_{n}")] for n in names])
+        self._p_idx = [np.array([idx(p) for p in c.params], dtype=int) for c in self.components]
+        x0 = parameters.values
+        for c, pi in zip(self.components, self._p_idx, strict=True):
+            c.lineshape.check_values(kin, tuple(x0[pi]), c.name)
+        run_names = [r.name for r in self.runs]
+        if len(set(run_names)) != len(run_names):
+            msg = f"{name}: duplicate run names {run_names}"
+            raise ModelError(msg)
+        self._sig_idx = np.array([idx(r.signal_yield) for r in self.runs])
+        self._bkg_idx = [np.array([idx(b[2]) for b in r.backgrounds], dtype=int) for r in self.runs]
+        self._cidx, self._cmu, self._csig = parameters.constraint_terms()
+
+        # component normalisation (Eq. 5): 1-D rule for K+π− components, cubic-spline
+        # nodes for the other pairs (shared with the normalisation kernels)
+        self._static = np.array([all(parameters.params[int(i)].fixed for i in pi)
+                                 for pi in self._p_idx], dtype=bool)
+        self._norm1d: dict[str, MassQuadrature] = {}
+        self._norm_geom: dict[int, dict[str, np.ndarray]] = {}
+        self._splines: dict[str, PairSpline] = {}
+        self._spline_geom: dict[int, dict[str, np.ndarray]] = {}
+        breaks = self._breaks(x0)
+        for j, c in enumerate(self.components):
+            if c.pair == "kpi":
+                if "kpi" not in self._norm1d:
+                    self._norm1d["kpi"] = MassQuadrature.build(
+                        kin, "kpi", breaks.get("kpi", ()), go["norm_n"], go["norm_du"])
+                mq = self._norm1d["kpi"]
+                self._norm_geom[j] = c.lineshape.geometry(kin, mq.m, mq.q, mq.p)
+            else:
+                if c.pair not in self._splines:
+                    self._splines[c.pair] = PairSpline.build(kin, c.pair, go["spline_dm"])
+                sp = self._splines[c.pair]
+                self._spline_geom[j] = c.lineshape.geometry(kin, sp.nodes, sp.q, sp.p)
+        # 2-D normalisation grid on the allowed region, efficiency per run
+        grid = RowGrid.build(kin, vetoes, breaks=breaks.get("kpi", ()), n_m=go["n_m"],
+                             du=go["du"], n_t=go["n_t"], t_panels=go["t_panels"])
+        self.grid = grid
+        mp2 = grid.mp2
+        self._bkg_grid = []  # SDP-density of each background at the nodes (normalised)
+        self._bkg_norm = []
+        for r in self.runs:
+            eff = r.efficiency.spline()(mp2, grid.thp)
+            if not np.any(eff * grid.w > 0):
+                msg = (f"{name}: efficiency map {r.efficiency.source} of run {r.name!r} is "
+                       "zero over the whole allowed (non-vetoed) Dalitz plot")
+                raise ModelError(msg)
+            bn, bg = [], []
+            for bname, bh, _ in r.backgrounds:
+                b = bh.spline()(mp2, grid.thp)
+                integral = float(np.sum(b * grid.w_sdp))
+                if not integral > 0:
+                    msg = (f"{name}: background map {bh.source} ({bname!r}, run {r.name!r}) "
+                           "integrates to zero over the allowed Dalitz plot")
+                    raise ModelError(msg)
+                bn.append(integral)
+                bg.append(b / integral)
+            self._bkg_norm.append(bn)
+            self._bkg_grid.append(bg)
+        self._norm = _NormGrid(kin, grid, self.components,
+                               [r.efficiency.spline() for r in self.runs], self._splines)
+        self._ff_norm: _NormGrid | None = None
+
+    # --- helpers ---------------------------------------------------------------------
+    def _breaks(self, x0: np.ndarray) -> dict[str, list[float]]:
+        """Panel edges: around every fixed narrow RBW (m0 ± kΓ) and at the LASS cut-off."""
+        out: dict[str, list[float]] = {}
+        for c, pi in zip(self.components, self._p_idx, strict=True):
+            ls = c.lineshape
+            lst = out.setdefault(c.pair, [])
+            if ls.kind in ("lass", "lass_nr"):
+                lst.append(ls.cutoff)
+            if ls.kind == "rbw":
+                m0, w0 = x0[pi[0]] / 1000.0, x0[pi[1]] / 1000.0
+                if w0 < 0.1 and all(self.parameters.params[i].fixed for i in pi):
+                    lst.extend(m0 + k * w0 for k in (-8, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 8))
+        return out
+
+    @property
+    def run_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.runs)
+
+    @property
+    def component_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.components)
+
+    def coefficients(self, x: np.ndarray) -> np.ndarray:
+        """Complex coefficients ``c_j`` from the full parameter vector."""
+        a = x[self._c_idx[:, 0]]
+        b = x[self._c_idx[:, 1]]
+        if self.polar:
+            return a * np.exp(1j * b)
+        return a + 1j * b
+
+    def _values(self, values: np.ndarray | None) -> np.ndarray:
+        if values is None:
+            return self.parameters.values
+        x = np.asarray(values, float)
+        if x.shape != (len(self.parameters),):
+            msg = (f"{self.name}: parameter vector has shape {x.shape}, expected "
+                   f"({len(self.parameters)},) in the order of model.parameters.names")
+            raise ModelError(msg)
+        return x
+
+    def norm_constant(self, j: int, x: np.ndarray) -> float:
+        """``n_j`` with ``∫_DP |n_j g_j P_L|² dx dy = 1`` (seed 000 Eq. 5).
+
+        At fixed pair mass the angular factor integrates to ``2/(2L+1)``, so this is a 1-D
+        integral over the pair mass.
+        """
+        c = self.components[j]
+        vals = tuple(x[self._p_idx[j]])
+        if c.pair != "kpi":
+            return self._norm_from_nodes(j, c.lineshape.evaluate(self.kin, self._spline_geom[j], vals))
+        mq = self._norm1d[c.pair]
+        g = c.lineshape.evaluate(self.kin, self._norm_geom[j], vals)
+        integral = float(np.sum(mq.weight_ds * (g.real**2 + g.imag**2))) * 2.0 / (2 * c.spin + 1)
+        return self._check_norm(j, integral)
+
+    def _norm_from_nodes(self, j: int, g: np.ndarray) -> float:
+        c = self.components[j]
+        lam = self._splines[c.pair].lam
+        integral = float(np.dot(lam, g.real**2 + g.imag**2)) * 2.0 / (2 * c.spin + 1)
+        return self._check_norm(j, integral)
+
+    def _check_norm(self, j: int, integral: float) -> float:
+        if not (integral > 0 and math.isfinite(integral)):
+            msg = (f"{self.name}: component {self.components[j].name!r} has a zero or "
+                   "non-finite Dalitz-plot integral")
+            raise ModelError(msg)
+        return 1.0 / math.sqrt(integral)
+
+    def component_values(self, x: np.ndarray, m2_kpi: np.ndarray, m2_etacpi: np.ndarray,
+                         norms: np.ndarray | None = None) -> np.ndarray:
+        """Normalised ``F_j`` at DP points, shape ``(n_points, n_components)`` (complex).
+
+        ``norms`` may pass precomputed normalisation constants ``n_j``.
+        """
+        x = self._values(x)
+        m2_kpi = np.asarray(m2_kpi, float)
+        m2_etacpi = np.asarray(m2_etacpi, float)
+        out = np.empty((m2_kpi.size, len(self.components)), complex)
+        pvs = {}
+        for j, c in enumerate(self.components):
+            if c.pair not in pvs:
+                pvs[c.pair] = self.kin.pair_variables(c.pair, m2_kpi.ravel(), m2_etacpi.ravel())
+            pv = pvs[c.pair]
+            geom = c.lineshape.geometry(self.kin, pv.m, pv.q, pv.p)
+            g = c.lineshape.evaluate(self.kin, geom, tuple(x[self._p_idx[j]]))
+            nj = self.norm_constant(j, x) if norms is None else norms[j]
+            out[:, j] = nj * g * legendre(pv.cos, c.spin)
+        return out
+
+    def amplitude(self, x: np.ndarray, m2_kpi: np.ndarray, m2_etacpi: np.ndarray) -> np.ndarray:
+        """``A = Σ c_j F_j`` at DP points (seed 000 Eq. 4)."""
+        x = self._values(x)
+        return self.component_values(x, m2_kpi, m2_etacpi) @ self.coefficients(x)
+
+    # --- normalisation -----------------------------------------------------------------
+    def norm_matrices(self, x: np.ndarray | None = None) -> list[np.ndarray]:
+        """``N_ij = ∫ F_i F_j* ε dx dy`` over the allowed DP, one matrix per run."""
+        st = _State(self, self._norm)
+        st.update(self._values(x))
+        return [n.copy() for n in st.N]
+
+    def _ff_grid(self) -> _NormGrid:
+        if self._ff_norm is None:
+            go = self.grid_options
+            g = RowGrid.build(self.kin, Vetoes(d0=None, border=0.0),
+                              breaks=self._breaks(self.parameters.values).get("kpi", ()),
+                              n_m=go["n_m"], du=go["du"], n_t=go["n_t"],
+                              t_panels=go["t_panels"])
+            self._ff_norm = _NormGrid(self.kin, g, self.components, [None], self._splines)
+        return self._ff_norm
+
+    def fit_fractions(self, x: np.ndarray | None = None) -> dict[str, object]:
+        """Fit fractions and interference fit fractions (seed 000 Eqs. 12–13).
+
+        Integrals over the full DP without efficiency or vetoes. Returns ``{"names",
+        "matrix"}`` where ``matrix[i, i] = FF_i`` and ``matrix[i, j] = FF_ij`` (i < j,
+        mirrored), so that ``Σ_i FF_i + Σ_{i<j} FF_ij = 1``; also ``"ff"`` as a dict.
+        """
+        x = self._values(x)
+        st = _State(self, self._ff_grid())
+        st.update(x)
+        M = st.N[0]
+        c = self.coefficients(x)
+        total = float(np.real(c @ M @ c.conj()))
+        P = np.real(c[:, None] * c.conj()[None, :] * M)
+        mat = np.where(np.eye(len(c), dtype=bool), P, 2.0 * P) / total
+        names = self.component_names
+        return {"names": names, "matrix": mat,
+                "ff": {n: float(mat[i, i]) for i, n in enumerate(names)}}
+
+    # --- PDFs ----------------------------------------------------------------------------
+    def _sdp_terms(self, r: int, m2_kpi: np.ndarray, m2_etacpi: np.ndarray):
+        """``ε|J|`` and normalised background SDP densities at DP points of run ``r``."""
+        mp, thp = self.kin.sdp_from_dp(m2_kpi, m2_etacpi)
+        run = self.runs[r]
+        ej = run.efficiency.spline()(mp, thp) * self.kin.sdp_jacobian(mp, thp)
+        bk = [bh.spline()(mp, thp) / self._bkg_norm[r][k]
+              for k, (_, bh, _) in enumerate(run.backgrounds)]
+        return ej, bk
+
+    def densities(self, x: np.ndarray | None, run: str, m2_kpi: np.ndarray,
+                  m2_etacpi: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-component *normalised* SDP densities (signal, backgrounds) at DP points.
+
+        Zero outside the allowed region. Multiply by the yields for Eq. 14.
+        """
+        x = self._values(x)
+        r = self.run_names.index(run)
+        m2_kpi = np.asarray(m2_kpi, float)
+        m2_etacpi = np.asarray(m2_etacpi, float)
+        ok = self.vetoes.passes(self.kin, m2_kpi, m2_etacpi)
+        st = _State(self, self._norm)
+        st.update(x)
+        c = self.coefficients(x)
+        norm = float(np.real(c @ st.N[r] @ c.conj()))
+        A = self.amplitude(x, m2_kpi, m2_etacpi)
+        ej, bk = self._sdp_terms(r, m2_kpi, m2_etacpi)
+        out = {"signal": np.where(ok, np.abs(A) ** 2 * ej / norm, 0.0)}
+        for (bname, _, _), b in zip(self.runs[r].backgrounds, bk, strict=True):
+            out[bname] = np.where(ok, b, 0.0)
+        return out
+
+    # --- ToyModel protocol ---------------------------------------------------------------
+    def nll(self, data: DalitzData) -> DalitzNLL:
+        """Extended −ln L of seed 000 Eq. 14 summed over runs, with Gaussian constraints.
+
+        Events in vetoed regions are removed (the vetoes are selection cuts, seed 000 §6);
+        events outside the kinematic DP raise :class:`ModelError`.
+        """
+        return DalitzNLL(self, data)
+
+    def sample(self, values: np.ndarray | None, rng: np.random.Generator) -> DalitzData:
+        """One pseudo-data set: Poisson yields per run and component, accept–reject on
+        the SDP with the efficiency applied (signal) or from the smoothed maps (backgrounds).
+
+        Proposals are drawn from a piecewise-constant envelope in ``m'`` built from the row
+        maxima of the density on the normalisation grid (× 1.5), uniform in ``θ'``; a
+        proposal above the envelope raises it and restarts the draw, so the accepted sample
+        follows the density exactly.
+        """
+        x = self._values(values)
+        st = _State(self, self._norm)
+        st.update(x)
+        c = self.coefficients(x)
+        a2_grid = np.abs(st.amplitude_on_grid(c)) ** 2
+        jac = self.grid.w / np.where(self.grid.w_sdp > 0, self.grid.w_sdp, 1.0)  # = |J|
+        runs = {}
+        for r, run in enumerate(self.runs):
+            eff = run.efficiency.spline()
+            n_sig = int(rng.poisson(max(x[self._sig_idx[r]], 0.0)))
+
+            def sig_density(mp, th, xx, yy, eff=eff):
+                A = self.component_values(x, xx, yy, st.n) @ c
+                return (A.real**2 + A.imag**2) * eff(mp, th) * self.kin.sdp_jacobian(mp, th)
+
+            row_max = np.max(a2_grid * self._norm.eff[r] * jac, axis=1)
+            xs, ys = self._accept_reject(sig_density, row_max, n_sig, rng)
+            parts_x, parts_y, labels = [xs], [ys], [np.zeros(n_sig, np.int16)]
+            for k, (_, bh, _) in enumerate(run.backgrounds):
+                nb = int(rng.poisson(max(x[self._bkg_idx[r][k]], 0.0)))
+                spl = bh.spline()
+                bx, by = self._accept_reject(lambda mp, th, xx, yy, spl=spl: spl(mp, th),
+                                             np.max(self._bkg_grid[r][k], axis=1), nb, rng)
+                parts_x.append(bx)
+                parts_y.append(by)
+                labels.append(np.full(nb, k + 1, np.int16))
+            runs[run.name] = RunSample(np.concatenate(parts_x), np.concatenate(parts_y),
+                                       np.concatenate(labels))
+        return DalitzData(runs)
+
+    def _accept_reject(self, density, row_max: np.ndarray, n: int, rng: np.random.Generator,
+                       safety: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``n`` points with SDP density ∝ ``density`` on the allowed region."""
+        if n == 0:
+            return np.empty(0), np.empty(0)
+        mp_rows = self.grid.mp
+        order = np.argsort(mp_rows)
+        mps = mp_rows[order]
+        rm = row_max[order]
+        # segment edges halfway between rows; envelope = max of the row and its neighbours
+        edges = np.concatenate([[0.0], 0.5 * (mps[1:] + mps[:-1]), [1.0]])
+        env = np.maximum(rm, np.maximum(np.concatenate([rm[1:], [0.0]]),
+                                        np.concatenate([[0.0], rm[:-1]])))
+        env = safety * np.maximum(env, 1e-300)
+        for _attempt in range(30):
+            widths = np.diff(edges)
+            cum = np.cumsum(env * widths)
+            total = cum[-1]
+            xs, ys = [], []
+            got = 0
+            exceeded = False
+            acc_rate = 0.3
+            while got < n:
+                m = int(min(max(1.3 * (n - got) / acc_rate, 500), 2_000_000))
+                seg = np.searchsorted(cum, rng.random(m) * total, side="right")
+                seg = np.minimum(seg, env.size - 1)
+                mp = edges[seg] + widths[seg] * rng.random(m)
+                th = rng.random(m)
+                u = rng.random(m)
+                xx, yy = self.kin.dp_from_sdp(mp, th)
+                ok = self.vetoes.passes(self.kin, xx, yy)
+                f = np.zeros(m)
+                if ok.any():
+                    f[ok] = density(mp[ok], th[ok], xx[ok], yy[ok])
+                ratio = f / env[seg]
+                if np.any(ratio > 1.0):
+                    bad = ratio > 1.0
+                    np.maximum.at(env, seg[bad], 1.5 * f[bad])
+                    exceeded = True
+                    break
+                acc = u < ratio
+                acc_rate = max(acc.sum() / m, 1e-3)
+                xs.append(xx[acc])
+                ys.append(yy[acc])
+                got += int(acc.sum())
+            if not exceeded:
+                return np.concatenate(xs)[:n], np.concatenate(ys)[:n]
+        msg = f"{self.name}: accept-reject envelope could not be established"
+        raise ModelError(msg)
+
+
+# ---------------------------------------------------------------------------------------
+# Cached evaluation
+# ---------------------------------------------------------------------------------------
+class _State:
+    """Cached component values and normalisation matrices for one :class:`_NormGrid`."""
+
+    def __init__(self, model: DalitzModel, norm: _NormGrid):
+        self.model = model
+        self.norm = norm
+        nc = len(model.components)
+        self.keys: list[tuple | None] = [None] * nc
+        self.n = np.zeros(nc)
+        self.rows = np.zeros((len(norm.kpi_idx), norm.grid.shape[0]), complex)
+        self.nodes: dict[int, np.ndarray] = {}
+        self.full2d: dict[int, np.ndarray] = {}
+        self.static = model._static
+        var_l = sorted({int(norm.spins[j]) for j in norm.kpi_idx if not self.static[j]})
+        self.var_lpos = np.array([norm.lpos[L] for L in var_l], int)
+        self.var_lidx = {L: k for k, L in enumerate(var_l)}
+        self.V: list[dict[tuple[int, int], np.ndarray]] = [{} for _ in range(norm.n_eff)]
+        self.R: list[dict[int, np.ndarray]] = [{} for _ in range(norm.n_eff)]
+        self.N = [np.zeros((nc, nc), complex) for _ in range(norm.n_eff)]
+
+    def changed(self, x: np.ndarray) -> list[int]:
+        return [j for j, pi in enumerate(self.model._p_idx) if tuple(x[pi]) != self.keys[j]]
+
+    def update(self, x: np.ndarray, dirty: list[int] | None = None) -> list[int]:
+        """Recompute components whose parameters changed; returns their indices."""
+        if dirty is None:
+            dirty = self.changed(x)
+        if not dirty:
+            return dirty
+        model, norm = self.model, self.norm
+        kin = model.kin
+        dset = set(dirty)
+        for j in dirty:
+            c = model.components[j]
+            vals = tuple(x[model._p_idx[j]])
+            self.keys[j] = vals
+            if c.pair == "kpi":
+                self.n[j] = model.norm_constant(j, x)
+                g = c.lineshape.evaluate(kin, norm.geom[j], vals)
+                self.rows[norm.kpos[j]] = self.n[j] * g
+            else:
+                g = c.lineshape.evaluate(kin, model._spline_geom[j], vals)
+                self.n[j] = model._norm_from_nodes(j, g)
+                self.nodes[j] = self.n[j] * g
+                if j in norm.geom2d:
+                    g2 = c.lineshape.evaluate(kin, norm.geom2d[j], vals)
+                    self.full2d[j] = self.n[j] * g2.reshape(norm.grid.shape)
+        ki = norm.kpi_idx
+        dk = [j for j in dirty if j in norm.kpos]
+        H = self.rows
+        for r in range(norm.n_eff):
+            N = self.N[r]
+            # K+π− block
+            if dk:
+                pos = [norm.kpos[j] for j in dk]
+                blk = np.einsum("da,ka,dka->dk", H[pos], H.conj(), norm.esel[r][pos])
+                N[np.ix_(dk, ki)] = blk
+                N[np.ix_(ki, dk)] = blk.conj().T
+            # other pairs against K+π−
+            for i in norm.other_idx:
+                G = self.nodes[i]
+                Ki = norm.K[r][i]
+                if i in dset and self.var_lpos.size:
+                    GG = np.column_stack([G.real, G.imag])
+                    self.R[r][i] = np.stack([Ki[lp] @ GG for lp in self.var_lpos])
+                for kk, j in enumerate(ki):
+                    j = int(j)
+                    if not (i in dset or j in dset):
+                        continue
+                    L = int(norm.spins[j])
+                    if self.static[j]:
+                        if j in dset or (i, j) not in self.V[r]:
+                            h = H[kk]
+                            vv = np.stack([h.real, -h.imag]) @ Ki[norm.lpos[L]]
+                            self.V[r][(i, j)] = vv[0] + 1j * vv[1]
+                        val = np.dot(self.V[r][(i, j)], G)
+                    else:
+                        RR = self.R[r][i][self.var_lidx[L]]
+                        val = np.dot(RR[:, 0] + 1j * RR[:, 1], H[kk].conj())
+                    N[i, j] = val
+                    N[j, i] = np.conj(val)
+            # within one other pair
+            for (i, k), kap in norm.kappa[r].items():
+                if i in dset or k in dset:
+                    val = np.dot(kap, self.nodes[i] * self.nodes[k].conj())
+                    N[i, k] = val
+                    N[k, i] = np.conj(val)
+            # two different other pairs
+            for i, k in norm.direct:
+                if i in dset or k in dset:
+                    val = np.sum(norm.WW[r][(i, k)] * self.full2d[i] * self.full2d[k].conj())
+                    N[i, k] = val
+                    N[k, i] = np.conj(val)
+        return dirty
+
+    def amplitude_on_grid(self, c: np.ndarray) -> np.ndarray:
+        """``A`` at the grid nodes (other-pair components through their node splines)."""
+        norm = self.norm
+        A = np.zeros(norm.grid.shape, complex)
+        pl = {L: legendre(norm.grid.cos, L) for L in norm.lvals}
+        for k, j in enumerate(norm.kpi_idx):
+            A += c[j] * self.rows[k][:, None] * pl[int(norm.spins[j])]
+        for i in norm.other_idx:
+            B, ang = norm.on_grid[i]
+            vals = B @ (self.model._splines[norm.pair_of[i]].coef @ self.nodes[i])
+            A += c[i] * vals.reshape(norm.grid.shape) * ang
+        return A
+
+    def snapshot(self, comps: list[int]) -> tuple:
+        """Copy of everything :meth:`update` may change for ``comps`` (for finite
+        differences that must not disturb the cache)."""
+        kp = self.norm.kpos
+        return (list(comps), [self.keys[j] for j in comps], self.n[comps].copy(),
+                {j: self.rows[kp[j]].copy() for j in comps if j in kp},
+                {j: self.nodes[j] for j in comps if j in self.nodes},
+                {j: self.full2d[j] for j in comps if j in self.full2d},
+                [dict(V) for V in self.V], [dict(R) for R in self.R],
+                [N.copy() for N in self.N])
+
+    def restore(self, snap: tuple) -> None:
+        comps, keys, n, rows, nodes, full2d, V, R, N = snap
+        for j, k in zip(comps, keys, strict=True):
+            self.keys[j] = k
+        self.n[comps] = n
+        for j, v in rows.items():
+            self.rows[self.norm.kpos[j]] = v
+        self.nodes.update(nodes)
+        self.full2d.update(full2d)
+        self.V = V
+        self.R = R
+        for Nr, saved in zip(self.N, N, strict=True):
+            Nr[...] = saved
+
+
+class DalitzNLL:
+    """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
+
+    The gradient is analytic in the coefficients and the yields, and a central finite
+    difference (recomputing only the affected components) in the lineshape parameters.
+    """
+
+    errordef = 0.5
+
+    def __init__(self, model: DalitzModel, data: DalitzData):
+        self.model = model
+        kin = model.kin
+        missing = [r for r in model.run_names if r not in data.runs]
+        extra = [r for r in data.runs if r not in model.run_names]
+        if missing or extra:
+            msg = (f"{model.name}: data runs {sorted(data.runs)} do not match the model runs "
+                   f"{list(model.run_names)}")
+            raise ModelError(msg)
+        xs, ys, run_of = [], [], []
+        ej_all, bk_cols = [], []
+        nb_tot = sum(len(r.backgrounds) for r in model.runs)
+        bk_off = 0
+        self.n_dropped = 0
+        for r, run in enumerate(model.runs):
+            rs = data.runs[run.name]
+            x, y = rs.m2_kpi, rs.m2_etacpi
+            inside = kin.inside(x, y)
+            if not np.all(inside):
+                bad = np.flatnonzero(~inside)[0]
+                msg = (f"{model.name}: run {run.name!r} has {int((~inside).sum())} event(s) "
+                       f"outside the kinematic Dalitz plot, first (m2_kpi, m2_etacpi) = "
+                       f"({x[bad]}, {y[bad]}) GeV^2")
+                raise ModelError(msg)
+            ok = model.vetoes.passes(kin, x, y)
+            self.n_dropped += int((~ok).sum())
+            x, y = x[ok], y[ok]
+            xs.append(x)
+            ys.append(y)
+            run_of.append(np.full(x.size, r))
+            ej, bk = model._sdp_terms(r, x, y)
+            ej_all.append(ej)
+            col = np.zeros((x.size, nb_tot))
+            for k, b in enumerate(bk):
+                col[:, bk_off + k] = b
+            bk_off += len(bk)
+            bk_cols.append(col)
+        self.x = np.concatenate(xs)
+        self.y = np.concatenate(ys)
+        self.run_of = np.concatenate(run_of)
+        self.ej = np.concatenate(ej_all)
+        self.bk = np.concatenate(bk_cols) if nb_tot else np.zeros((self.x.size, 0))
+        self.bk_idx = (np.concatenate(model._bkg_idx) if nb_tot else np.zeros(0, int))
+        self.n_runs = len(model.runs)
+        self.run_masks = [self.run_of == r for r in range(self.n_runs)]
+        # event geometry per component
+        self.ev_geom = []
+        self.ev_ang = []
+        pvs = {}
+        for c in model.components:
+            if c.pair not in pvs:
+                pvs[c.pair] = kin.pair_variables(c.pair, self.x, self.y)
+            pv = pvs[c.pair]
+            self.ev_geom.append(c.lineshape.geometry(kin, pv.m, pv.q, pv.p))
+            self.ev_ang.append(legendre(pv.cos, c.spin))
+        self.state = _State(model, model._norm)
+        self.F = np.zeros((self.x.size, len(model.components)), complex)
+        self._nonlin = sorted({int(i) for pi in model._p_idx for i in pi
+                               if not model.parameters.params[int(i)].fixed})
+        self._nonlin_comps = {i: [j for j, pi in enumerate(model._p_idx) if i in pi]
+                              for i in self._nonlin}
+
+    @property
+    def n_events(self) -> int:
+        return int(self.x.size)
+
+    def _update(self, x: np.ndarray) -> None:
+        dirty = self.state.update(x)
+        m = self.model
+        for j in dirty:
+            c = m.components[j]
+            g = c.lineshape.evaluate(m.kin, self.ev_geom[j], self.state.keys[j])
+            self.F[:, j] = self.state.n[j] * g * self.ev_ang[j]
+
+    def _terms(self, x: np.ndarray):
+        m = self.model
+        self._update(x)
+        c = m.coefficients(x)
+        norms = np.array([np.real(c @ N @ c.conj()) for N in self.state.N])
+        nsig = x[m._sig_idx]
+        A = self.F @ c
+        a2 = A.real**2 + A.imag**2
+        scale = (nsig / norms)[self.run_of]
+        sig = a2 * self.ej * scale
+        bkg = self.bk @ x[self.bk_idx] if self.bk_idx.size else 0.0
+        tot = sig + bkg
+        return c, norms, A, a2, sig, tot
+
+    def __call__(self, x: np.ndarray) -> float:
+        x = np.asarray(x, float)
+        m = self.model
+        _, norms, _, _, _, tot = self._terms(x)
+        if np.any(norms <= 0) or not np.all(np.isfinite(norms)):
+            return 1e30
+        val = float(np.sum(x[m._sig_idx]) + np.sum(x[self.bk_idx])
+                    - np.sum(np.log(np.maximum(tot, 1e-300))))
+        if m._cidx.size:
+            val += float(np.sum(0.5 * ((x[m._cidx] - m._cmu) / m._csig) ** 2))
+        return val if math.isfinite(val) else 1e30
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        """Gradient of :meth:`__call__` on the full parameter vector (zeros for fixed)."""
+        x = np.asarray(x, float)
+        m = self.model
+        g = np.zeros_like(x)
+        c, norms, A, a2, sig, tot = self._terms(x)
+        inv = 1.0 / np.maximum(tot, 1e-300)
+        # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
+        for r in range(self.n_runs):
+            mask = self.run_masks[r]
+            g[m._sig_idx[r]] += 1.0 - np.sum(a2[mask] * self.ej[mask] * inv[mask]) / norms[r]
+        if self.bk_idx.size:
+            np.add.at(g, self.bk_idx, 1.0 - self.bk.T @ inv)
+        # coefficients: d(-sum log tot)/dc  (cartesian first)
+        nsig = x[m._sig_idx]
+        wev = (nsig / norms)[self.run_of] * self.ej * inv  # d tot / d|A|^2 / tot
+        S = self.F.T @ (np.conj(A) * wev)  # sum_i conj(A_i) F_ij w_i
+        d_re = -2.0 * S.real
+        d_im = 2.0 * S.imag
+        for r in range(self.n_runs):
+            frac = np.sum((sig * inv)[self.run_masks[r]]) / norms[r]  # sum sig/tot / I
+            Nc = self.state.N[r] @ c.conj()
+            d_re += frac * 2.0 * Nc.real
+            d_im += frac * (-2.0 * Nc.imag)
+        if m.polar:
+            rho = x[m._c_idx[:, 0]]
+            phi = x[m._c_idx[:, 1]]
+            d_a = d_re * np.cos(phi) + d_im * np.sin(phi)
+            d_b = rho * (-d_re * np.sin(phi) + d_im * np.cos(phi))
+        else:
+            d_a, d_b = d_re, d_im
+        np.add.at(g, m._c_idx[:, 0], d_a)
+        np.add.at(g, m._c_idx[:, 1], d_b)
+        # constraints
+        if m._cidx.size:
+            np.add.at(g, m._cidx, (x[m._cidx] - m._cmu) / m._csig**2)
+        # lineshape parameters: central differences, recomputing only the affected
+        # components and restoring their cached values afterwards
+        for i in self._nonlin:
+            comps = self._nonlin_comps[i]
+            snap = (self.state.snapshot(comps), self.F[:, comps].copy())
+            p = m.parameters.params[i]
+            h = 1e-4 * max(p.error_guess, 1e-3)
+            lo, hi = p.limits
+            xp = x.copy()
+            xm = x.copy()
+            xp[i] = min(x[i] + h, hi)
+            xm[i] = max(x[i] - h, lo)
+            fp = self._value_no_constraint(xp)
+            fm = self._value_no_constraint(xm)
+            g[i] += (fp - fm) / (xp[i] - xm[i])
+            self.state.restore(snap[0])
+            self.F[:, comps] = snap[1]
+        g[~m.parameters.free_mask] = 0.0
+        return g
+
+    def _value_no_constraint(self, x: np.ndarray) -> float:
+        m = self.model
+        _, norms, _, _, _, tot = self._terms(x)
+        return float(-np.sum(np.log(np.maximum(tot, 1e-300))))

@@ -1,0 +1,227 @@
+"""One-call summary of a results Dataset: picks the blocks that fit the study kind.
+
+* fit bookkeeping (attempted, failed, not done per variant × hypothesis) — always;
+* significance / rejection block when ``attrs["h0"]`` and ``attrs["h1"]`` are set: the toy
+  t distribution for ``significance`` / ``jp_rejection`` studies, the spread over variants
+  for the fixed-data variation kinds;
+* pulls, bias and coverage when any ``truth`` is finite;
+* the systematic table for ``model_variation``, ``template_smearing`` and
+  ``parameter_variation``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from ._common import SummaryError, fit_masks, fmt_num, jsonable, require_vars
+from .pulls import pull_summary
+from .significance import TOY_TEST_KINDS, significance_summary, variant_significance
+from .systematics import systematic_table
+from .tables import Cell, Table
+
+__all__ = ["SYSTEMATIC_KINDS", "failed_summary", "failed_table", "render_summary"]
+
+#: Kinds whose summary includes a systematic table.
+SYSTEMATIC_KINDS = ("model_variation", "template_smearing", "parameter_variation")
+
+Format = Literal["text", "markdown", "latex", "csv", "json"]
+
+
+def failed_summary(ds: xr.Dataset) -> xr.Dataset:
+    """Fit bookkeeping per (variant, hypothesis).
+
+    Returns a Dataset with ``n_toys``, ``n_done`` (attempted), ``n_valid``, ``n_failed``
+    (attempted, not converged), ``n_invalid`` (status 2: invalid minimum), ``n_error``
+    (status 3: exception/NaN), ``n_not_done`` and ``failed_fraction = n_failed / n_done``.
+    """
+    require_vars(ds, ["valid"], "failed_summary")
+    done, valid = fit_masks(ds)
+    n_toys = xr.full_like(done.isel(toy=0, drop=True), ds.sizes["toy"], dtype=np.int64)
+    n_done = done.sum("toy").astype(np.int64)
+    n_valid = valid.sum("toy").astype(np.int64)
+    n_failed = (done & ~valid).sum("toy").astype(np.int64)
+    out = xr.Dataset(
+        {
+            "n_toys": n_toys,
+            "n_done": n_done,
+            "n_valid": n_valid,
+            "n_failed": n_failed,
+            "n_not_done": (n_toys - n_done).astype(np.int64),
+            "failed_fraction": (n_failed / n_done.where(n_done > 0)).astype(float),
+        }
+    )
+    if "status" in ds:
+        out["n_invalid"] = (ds["status"] == 2).sum("toy").astype(np.int64)
+        out["n_error"] = (ds["status"] == 3).sum("toy").astype(np.int64)
+    return out
+
+
+def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
+    """:func:`failed_summary` as a display/CSV table.
+
+    With more than ``max_variants`` variants (e.g. 300 smeared templates) the counts are
+    summed per ``variant_group`` so the table stays readable; the row label then reads
+    ``"<group> (<n> variants)"``.
+    """
+    fs = failed_summary(ds)
+    nv = ds.sizes["variant"]
+    names = (
+        [str(n) for n in ds["variant_name"].values]
+        if "variant_name" in ds
+        else [str(i) for i in range(nv)]
+    )
+    groups = [str(g) for g in ds["variant_group"].values] if "variant_group" in ds else names
+    if nv > max_variants:
+        order = list(dict.fromkeys(groups))
+        members = {g: [v for v in range(nv) if groups[v] == g] for g in order}
+        labels = {g: f"{g} ({len(members[g])} variants)" for g in order}
+    else:
+        members = {str(v): [v] for v in range(nv)}
+        labels = {str(v): names[v] for v in range(nv)}
+    hyps = [str(h) for h in ds["hypothesis"].values]
+    has_status = "n_invalid" in fs
+    rows, raw = [], []
+    for key, idx in members.items():
+        for h in hyps:
+            sel = fs.isel(variant=idx).sel(hypothesis=h)
+            vals = {k: int(sel[k].sum()) for k in fs.data_vars if k != "failed_fraction"}
+            frac = vals["n_failed"] / vals["n_done"] if vals["n_done"] else float("nan")
+            ni = vals.get("n_invalid", -1)
+            ne = vals.get("n_error", -1)
+            rows.append(
+                (
+                    labels[key],
+                    h,
+                    str(vals["n_toys"]),
+                    str(vals["n_done"]),
+                    str(vals["n_failed"]),
+                    f"{ni} / {ne}" if has_status else "—",
+                    str(vals["n_not_done"]),
+                    fmt_num(100 * frac, 3) + "%",
+                )
+            )
+            raw.append(
+                (
+                    labels[key],
+                    h,
+                    vals["n_toys"],
+                    vals["n_done"],
+                    vals["n_failed"],
+                    ni,
+                    ne,
+                    vals["n_not_done"],
+                    frac,
+                )
+            )
+    return Table(
+        title="Fit bookkeeping",
+        headers=tuple(
+            Cell.of(h)
+            for h in (
+                "variant",
+                "hypothesis",
+                "toys",
+                "attempted",
+                "failed",
+                "invalid / error",
+                "not done",
+                "failed fraction",
+            )
+        ),
+        rows=tuple(tuple(Cell.of(c) for c in r) for r in rows),
+        csv_header=(
+            "variant",
+            "hypothesis",
+            "n_toys",
+            "n_done",
+            "n_failed",
+            "n_invalid",
+            "n_error",
+            "n_not_done",
+            "failed_fraction",
+        ),
+        csv_rows=tuple(raw),
+        notes=("failed = attempted fits that did not converge (status 2 or 3).",),
+        align="ll",
+    )
+
+
+def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
+    kind = str(ds.attrs.get("kind", ""))
+    tables: list[Table] = [failed_table(ds)]
+    data: dict[str, Any] = {
+        "study_name": str(ds.attrs.get("study_name", "")),
+        "kind": kind,
+        "toyengine_version": str(ds.attrs.get("toyengine_version", "")),
+        "spec_digest": str(ds.attrs.get("spec_digest", "")),
+        "failed": jsonable(
+            {k: np.asarray(v.values).tolist() for k, v in failed_summary(ds).data_vars.items()}
+        ),
+        "variant_names": [str(n) for n in ds["variant_name"].values]
+        if "variant_name" in ds
+        else [],
+        "hypotheses": [str(h) for h in ds["hypothesis"].values],
+    }
+    h0 = str(ds.attrs.get("h0", "") or "")
+    h1 = str(ds.attrs.get("h1", "") or "")
+    if h0 and h1:
+        if kind in TOY_TEST_KINDS or ds.sizes["variant"] == 1:
+            sums = [significance_summary(ds, v) for v in range(ds.sizes["variant"])]
+            for s in sums:
+                tables.extend(s.tables())
+            data["significance"] = [s.to_dict() for s in sums]
+        else:
+            sp = variant_significance(ds)
+            tables.extend(sp.tables())
+            data["significance_spread"] = sp.to_dict()
+    if "truth" in ds and bool(np.isfinite(ds["truth"].values).any()):
+        pt = pull_summary(ds)
+        if pt.rows:
+            tables.extend(pt.tables())
+        data["pulls"] = pt.to_dict()
+    if kind in SYSTEMATIC_KINDS:
+        st = systematic_table(ds)
+        tables.extend(st.tables())
+        data["systematics"] = st.to_dict()
+    return tables, data
+
+
+def render_summary(ds: xr.Dataset, fmt: Format = "text") -> str:
+    """Render the summary blocks that fit ``ds.attrs["kind"]``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Results store.
+    fmt : {"text", "markdown", "latex", "csv", "json"}
+        ``csv``: the tables one after another, each preceded by a ``# title`` line and
+        separated by a blank line. ``json``: one object with keys ``study_name``, ``kind``,
+        ``failed`` (bookkeeping arrays over variant × hypothesis) and, as applicable,
+        ``significance`` (list over variants), ``significance_spread``, ``pulls``,
+        ``systematics``; NaN is written as ``null``.
+
+    Returns
+    -------
+    str
+    """
+    if fmt not in ("text", "markdown", "md", "latex", "csv", "json"):
+        msg = f"render_summary: fmt={fmt!r} must be one of text, markdown, latex, csv, json"
+        raise SummaryError(msg)
+    tables, data = _blocks(ds)
+    if fmt == "json":
+        return json.dumps(jsonable(data), indent=2, allow_nan=False) + "\n"
+    head = (
+        f"toyengine summary: study {data['study_name']!r}, kind {data['kind']!r}"
+        f" (toyengine {data['toyengine_version']})"
+    )
+    if fmt == "csv":
+        return "\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables)
+    if fmt in ("markdown", "md"):
+        return f"# {head}\n\n" + "\n".join(t.to_markdown() for t in tables)
+    if fmt == "latex":
+        return f"% {head}\n" + "\n".join(t.to_latex() for t in tables)
+    return head + "\n\n" + "\n".join(t.to_text() for t in tables)

@@ -177,10 +177,11 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
     if existing:
         info = StoreInfo(store)
         if info.attrs.get("spec_digest") != spec.digest:
+            other = str(info.attrs.get("spec_digest", ""))[:12]
             msg = (f"store {store} was made from a different study (name "
-                   f"{info.attrs.get('study_name')!r}, digest {info.attrs.get('spec_digest', '')[:12]}"
-                   f") than {spec.name!r} (digest {spec.digest[:12]}); use another --store path "
-                   "or the study file that made it")
+                   f"{info.attrs.get('study_name')!r}, digest {other}) than {spec.name!r} "
+                   f"(digest {spec.digest[:12]}); use another --store path or the study file "
+                   "that made it")
             raise StoreError(msg)
         if info.params != params:
             msg = f"store {store} has parameters {info.params}, the study has {params}"

@@ -179,6 +179,8 @@ def extend_store(path: str | Path, spec: StudySpec, new_toys: int) -> list[Chunk
         "chunk_done": ("chunk", np.zeros(len(new_chunks), dtype=bool)),
     })
     ds_chunks.to_zarr(path, mode="a", append_dim="chunk", zarr_format=3, consolidated=False)
+    # xarray's append rewrites the group attributes from the appended Dataset: restore ours
+    zarr.open_group(str(path), mode="r+").attrs.update(info.attrs)
     return new_chunks
 
 
@@ -206,4 +208,6 @@ def open_results(path: str | Path) -> xr.Dataset:
         msg = f"no result store at {path}"
         raise StoreError(msg)
     StoreInfo(path)  # validates the format
+    from . import summary  # noqa: F401 - registers the ``ds.toys`` accessor
+
     return xr.open_zarr(path, consolidated=False)

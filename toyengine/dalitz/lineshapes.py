@@ -172,15 +172,31 @@ class Lineshape:
                  p: np.ndarray) -> dict[str, np.ndarray]:
         """Parameter-independent arrays at pair masses ``m`` (cached by callers)."""
         m = np.asarray(m, float)
+        q = np.asarray(q, float)
         if self.kind == "flat":
             return {"m": m}
         if self.kind == "rbw":
             L, r = self.spin, self.radius
             dq = blatt_weisskopf_d(q * r, L)
-            dp = blatt_weisskopf_d(p * r, L)
+            dp = blatt_weisskopf_d(np.asarray(p, float) * r, L)
             base = zemach_radial(p, q, L) / np.sqrt(dq * dp)
             return {"s": m * m, "G": q ** (2 * L + 1) / (m * dq), "base": base}
-        return {"m": m, "q": np.asarray(q, float)}
+        below = (m <= self.cutoff).astype(float)
+        return {"m": m, "s": m * m, "q": q, "q2": q * q, "q_over_m": q / m,
+                "m_below": m * below}
+
+    def _pole_terms(self, kin: DalitzKinematics, m0: float) -> tuple[float, float]:
+        """``q0`` and ``D_L(q0 r)`` at the pole (scalars, math module for speed)."""
+        pr = PAIRS[self.pair]
+        ms = kin.masses
+        m1, m2 = ms[pr.first], ms[pr.second]
+        lam = (m0 * m0 - (m1 + m2) ** 2) * (m0 * m0 - (m1 - m2) ** 2)
+        q0 = math.sqrt(max(lam, 0.0)) / (2.0 * m0)
+        z2 = (q0 * self.radius) ** 2
+        d0 = 0.0
+        for c in reversed(_BW_COEFFS[self.spin]):
+            d0 = d0 * z2 + c
+        return q0, d0
 
     def evaluate(self, kin: DalitzKinematics, geom: dict[str, np.ndarray],
                  values: tuple[float, ...]) -> np.ndarray:
@@ -188,36 +204,45 @@ class Lineshape:
         kind = self.kind
         if kind == "flat":
             return np.ones(geom["m"].shape, complex)
-        pr = PAIRS[self.pair]
-        ms = kin.masses
         if kind == "rbw":
-            L, r = self.spin, self.radius
+            L = self.spin
             m0 = values[0] / 1000.0
             w0 = values[1] / 1000.0
-            q0 = float(two_body_momentum(m0, ms[pr.first], ms[pr.second]))
-            d0 = float(blatt_weisskopf_d(q0 * r, L))
+            q0, d0 = self._pole_terms(kin, m0)
             # m0 Γ(m) = [Γ0 m0² D(z0)/q0^(2L+1)] · [q^(2L+1)/(m D(z))]   (Eq. 8)
             c = w0 * m0 * m0 * d0 / q0 ** (2 * L + 1)
             re = m0 * m0 - geom["s"]
             im = c * geom["G"]
-            t = (re + 1j * im) / (re * re + im * im)  # 1/(re - i im), Eq. 7
-            return (math.sqrt(d0) * geom["base"]) * t
+            f = (math.sqrt(d0) * geom["base"]) / (re * re + im * im)
+            out = np.empty(re.shape, complex)  # 1/(re - i im) = (re + i im)/|.|², Eq. 7
+            out.real = re * f
+            out.imag = im * f
+            return out
         # LASS family (Eqs. 9–10)
-        m = geom["m"]
-        q = geom["q"]
+        q, q2 = geom["q"], geom["q2"]
         if kind == "lass_nr":
             a, rr = values
         else:
             m0, w0 = values[0] / 1000.0, values[1] / 1000.0
             a, rr = values[2], values[3]
-        qcot = 1.0 / a + 0.5 * rr * q * q  # q cot δ_B
-        out = np.zeros(m.shape, complex)
+        qcot = (1.0 / a) + (0.5 * rr) * q2  # q cot δ_B
+        den = qcot * qcot + q2
+        out = np.zeros(q.shape, complex)
         if kind in ("lass", "lass_nr"):
-            nr = m / (qcot - 1j * q)
-            out += np.where(m <= self.cutoff, nr, 0.0)
+            # m/(q cot δ − i q) = m (q cot δ + i q)/(q² cot² δ + q²), zero above the cut-off
+            f = geom["m_below"] / den
+            out.real += qcot * f
+            out.imag += q * f
         if kind in ("lass", "lass_bw"):
-            q0 = float(two_body_momentum(m0, ms[pr.first], ms[pr.second]))
-            e2id = (qcot + 1j * q) / (qcot - 1j * q)
+            q0, _ = self._pole_terms(kin, m0)
             scale = m0 * w0 * m0 / q0
-            out += e2id * scale / (m0 * m0 - m * m - 1j * scale * q / m)
+            e_re = (qcot * qcot - q2) / den  # e^{2iδ} = (q cot δ + i q)²/(q² cot² δ + q²)
+            e_im = 2.0 * qcot * q / den
+            b_re = m0 * m0 - geom["s"]
+            b_im = scale * geom["q_over_m"]  # BW = scale/(b_re - i b_im)
+            f = scale / (b_re * b_re + b_im * b_im)
+            b_re = b_re * f
+            b_im = b_im * f
+            out.real += e_re * b_re - e_im * b_im
+            out.imag += e_re * b_im + e_im * b_re
         return out

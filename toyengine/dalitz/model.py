@@ -330,8 +330,8 @@ class DalitzModel:
         if len(set(names)) != len(names):
             msg = f"{name}: duplicate component names {names}"
             raise ModelError(msg)
-        go = {"n_m": 8, "du": 0.015, "n_t": 12, "t_panels": 4, "norm_n": 8, "norm_du": 0.01,
-              "spline_dm": 0.003}
+        go = {"n_m": 8, "du": 0.03, "n_t": 10, "t_panels": 4, "norm_n": 8, "norm_du": 0.01,
+              "spline_dm": 0.004}
         go.update(grid_options or {})
         self.grid_options = go
         idx = parameters.index
@@ -683,8 +683,12 @@ class _State:
         var_l = sorted({int(norm.spins[j]) for j in norm.kpi_idx if not self.static[j]})
         self.var_lpos = np.array([norm.lpos[L] for L in var_l], int)
         self.var_lidx = {L: k for k, L in enumerate(var_l)}
-        self.V: list[dict[tuple[int, int], np.ndarray]] = [{} for _ in range(norm.n_eff)]
-        self.R: list[dict[int, np.ndarray]] = [{} for _ in range(norm.n_eff)]
+        kst = [bool(self.static[j]) for j in norm.kpi_idx]
+        self.stat_pos = np.array([k for k, s_ in enumerate(kst) if s_], int)
+        self.var_pos = [k for k, s_ in enumerate(kst) if not s_]
+        self.var_l = [self.var_lidx[int(norm.spins[norm.kpi_idx[k]])] for k in self.var_pos]
+        self.V: list[dict[int, np.ndarray]] = [{} for _ in range(norm.n_eff)]
+        self.R: list[dict[int, list]] = [{} for _ in range(norm.n_eff)]
         self.N = [np.zeros((nc, nc), complex) for _ in range(norm.n_eff)]
 
     def changed(self, x: np.ndarray) -> list[int]:
@@ -725,29 +729,36 @@ class _State:
                 blk = np.einsum("da,ka,dka->dk", H[pos], H.conj(), norm.esel[r][pos])
                 N[np.ix_(dk, ki)] = blk
                 N[np.ix_(ki, dk)] = blk.conj().T
-            # other pairs against K+π−
+            # other pairs against K+π−: N_ij = Σ_k V_ij(k) G_i(k) for static K+π− components
+            # (V_ij = Σ_a h_j*(a) K_{i,L_j}(a, k), computed once), Σ_a R_{i,L_j}(a) h_j*(a)
+            # for variable ones (R_{i,L} = K_{i,L} G_i, computed when G_i changes)
             for i in norm.other_idx:
+                if not (i in dset or dk):
+                    continue
                 G = self.nodes[i]
                 Ki = norm.K[r][i]
                 if i in dset and self.var_lpos.size:
                     GG = np.column_stack([G.real, G.imag])
-                    self.R[r][i] = np.stack([Ki[lp] @ GG for lp in self.var_lpos])
-                for kk, j in enumerate(ki):
-                    j = int(j)
-                    if not (i in dset or j in dset):
-                        continue
-                    L = int(norm.spins[j])
-                    if self.static[j]:
-                        if j in dset or (i, j) not in self.V[r]:
-                            h = H[kk]
-                            vv = np.stack([h.real, -h.imag]) @ Ki[norm.lpos[L]]
-                            self.V[r][(i, j)] = vv[0] + 1j * vv[1]
-                        val = np.dot(self.V[r][(i, j)], G)
+                    self.R[r][i] = [Ki[lp] @ GG for lp in self.var_lpos]
+                col = np.empty(ki.size, complex)
+                if self.stat_pos.size:
+                    Vm = self.V[r].get(i)
+                    if Vm is None:
+                        Vm = self.V[r][i] = np.zeros((self.stat_pos.size, G.size), complex)
+                        redo = range(self.stat_pos.size)
                     else:
-                        RR = self.R[r][i][self.var_lidx[L]]
-                        val = np.dot(RR[:, 0] + 1j * RR[:, 1], H[kk].conj())
-                    N[i, j] = val
-                    N[j, i] = np.conj(val)
+                        redo = [s_ for s_, kk in enumerate(self.stat_pos) if int(ki[kk]) in dset]
+                    for s_ in redo:
+                        kk = self.stat_pos[s_]
+                        h = H[kk]
+                        vv = np.stack([h.real, -h.imag]) @ Ki[norm.lpos[int(norm.spins[ki[kk]])]]
+                        Vm[s_] = vv[0] + 1j * vv[1]
+                    col[self.stat_pos] = Vm @ G
+                for kk, li in zip(self.var_pos, self.var_l, strict=True):
+                    RR = self.R[r][i][li]
+                    col[kk] = np.dot(RR[:, 0] + 1j * RR[:, 1], H[kk].conj())
+                N[i, ki] = col
+                N[ki, i] = col.conj()
             # within one other pair
             for (i, k), kap in norm.kappa[r].items():
                 if i in dset or k in dset:
@@ -783,7 +794,7 @@ class _State:
                 {j: self.rows[kp[j]].copy() for j in comps if j in kp},
                 {j: self.nodes[j] for j in comps if j in self.nodes},
                 {j: self.full2d[j] for j in comps if j in self.full2d},
-                [dict(V) for V in self.V], [dict(R) for R in self.R],
+                [{k: v.copy() for k, v in V.items()} for V in self.V], [dict(R) for R in self.R],
                 [N.copy() for N in self.N])
 
     def restore(self, snap: tuple) -> None:
@@ -866,7 +877,7 @@ class DalitzNLL:
             self.ev_geom.append(c.lineshape.geometry(kin, pv.m, pv.q, pv.p))
             self.ev_ang.append(legendre(pv.cos, c.spin))
         self.state = _State(model, model._norm)
-        self.F = np.zeros((self.x.size, len(model.components)), complex)
+        self.F = np.zeros((len(model.components), self.x.size), complex).T  # column-major
         self._nonlin = sorted({int(i) for pi in model._p_idx for i in pi
                                if not model.parameters.params[int(i)].fixed})
         self._nonlin_comps = {i: [j for j, pi in enumerate(model._p_idx) if i in pi]
@@ -946,21 +957,18 @@ class DalitzNLL:
         # constraints
         if m._cidx.size:
             np.add.at(g, m._cidx, (x[m._cidx] - m._cmu) / m._csig**2)
-        # lineshape parameters: central differences, recomputing only the affected
-        # components and restoring their cached values afterwards
+        # lineshape parameters: forward differences (the step, 1e-4 of the parameter's
+        # step size, keeps the truncation error far below the EDM tolerance), recomputing
+        # only the affected components and restoring their cached values afterwards
+        f0 = -float(np.sum(np.log(np.maximum(tot, 1e-300))))
         for i in self._nonlin:
             comps = self._nonlin_comps[i]
             snap = (self.state.snapshot(comps), self.F[:, comps].copy())
             p = m.parameters.params[i]
             h = 1e-4 * max(p.error_guess, 1e-3)
-            lo, hi = p.limits
-            xp = x.copy()
-            xm = x.copy()
-            xp[i] = min(x[i] + h, hi)
-            xm[i] = max(x[i] - h, lo)
-            fp = self._value_no_constraint(xp)
-            fm = self._value_no_constraint(xm)
-            g[i] += (fp - fm) / (xp[i] - xm[i])
+            xs = x.copy()
+            xs[i] = x[i] + h if x[i] + h <= p.limits[1] else x[i] - h
+            g[i] += (self._value_no_constraint(xs) - f0) / (xs[i] - x[i])
             self.state.restore(snap[0])
             self.F[:, comps] = snap[1]
         g[~m.parameters.free_mask] = 0.0

@@ -1,0 +1,102 @@
+"""Benchmark: one Zc(4100) significance toy (seed 000 §6.5) on one core.
+
+A toy = generate from the baseline model (Poisson yields, both runs), fit the baseline
+model, fit the nominal (1−) model with ``--starts`` starts. Prints the median wall and CPU
+seconds per toy, the split into generate / fit baseline / fit nominal, the mean number of
+function calls, and the peak resident memory of this process (``resource.getrusage``).
+
+Usage::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dalitz.py [--toys 10] [--starts 1]
+        [--strategy 1] [--maps synthetic|files]
+
+BLAS threads are pinned to one before numpy is imported (as dask workers do by default),
+so the numbers are single-core.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def _fit(nll, params, starts, rng, strategy):
+    try:
+        from toyengine.fit import fit
+    except ImportError:  # the fitter is not there yet: plain iminuit
+        fit = None
+    if fit is not None:
+        return fit(nll, params, starts=starts, rng=rng, strategy=strategy)
+    from iminuit import Minuit
+
+    m = Minuit(nll, params.values, grad=nll.grad, name=params.names)
+    m.errordef = 0.5
+    m.strategy = strategy
+    params.to_minuit(m)
+    m.migrad()
+    m.hesse()
+
+    class R:
+        nll = m.fval
+        nfcn = m.nfcn
+        valid = m.valid
+
+    return R()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--toys", type=int, default=10)
+    ap.add_argument("--starts", type=int, default=1)
+    ap.add_argument("--strategy", type=int, default=1)
+    ap.add_argument("--maps", default="synthetic", choices=["synthetic", "files"])
+    ap.add_argument("--seed", type=int, default=2024)
+    args = ap.parse_args(argv)
+
+    from toyengine.dalitz import build_zc4100
+
+    t0 = time.perf_counter()
+    base = build_zc4100({"hypothesis": "baseline", "maps": args.maps})
+    nom = build_zc4100({"hypothesis": "nominal", "maps": args.maps})
+    t_build = time.perf_counter() - t0
+    ss = np.random.SeedSequence(args.seed)
+    rows = []
+    for k, child in enumerate(ss.spawn(args.toys)):
+        rng = np.random.default_rng(child)
+        w0, c0 = time.perf_counter(), time.process_time()
+        data = base.sample(base.parameters.values, rng)
+        w1, c1 = time.perf_counter(), time.process_time()
+        r0 = _fit(base.nll(data), base.parameters, 1, rng, args.strategy)
+        w2, c2 = time.perf_counter(), time.process_time()
+        r1 = _fit(nom.nll(data), nom.parameters, args.starts, rng, args.strategy)
+        w3, c3 = time.perf_counter(), time.process_time()
+        dnll = 2.0 * (r0.nll - r1.nll)
+        rows.append((w3 - w0, c3 - c0, w1 - w0, w2 - w1, w3 - w2, r0.nfcn, r1.nfcn,
+                     r0.valid and r1.valid, dnll))
+        print(f"toy {k:3d}: wall {w3 - w0:.3f} s  cpu {c3 - c0:.3f} s  (gen {w1 - w0:.3f}, "
+              f"base {w2 - w1:.3f} [{r0.nfcn}], nom {w3 - w2:.3f} [{r1.nfcn}])  "
+              f"valid={r0.valid and r1.valid}  Δ(-2lnL)={dnll:.2f}", flush=True)
+    med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"\nmodel build (both hypotheses): {t_build:.3f} s")
+    print(f"median per significance toy ({args.toys} toys, starts={args.starts}, "
+          f"strategy={args.strategy}): wall {med(0):.3f} s, cpu {med(1):.3f} s")
+    print(f"  generate {med(2):.3f} s, fit baseline {med(3):.3f} s, fit nominal {med(4):.3f} s")
+    print(f"  mean nfcn baseline {statistics.mean(r[5] for r in rows):.0f}, nominal "
+          f"{statistics.mean(r[6] for r in rows):.0f}; valid {sum(r[7] for r in rows)}/{len(rows)}")
+    print(f"peak worker memory (ru_maxrss): {peak_kib / 1024:.1f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

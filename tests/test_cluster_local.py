@@ -1,0 +1,209 @@
+"""Issue 6: a hand-started Dask cluster (cluster/start-cluster.sh: ``dask scheduler`` and
+two ``dask worker`` processes on 127.0.0.1) runs a study with results identical to the
+default local run, and survives one worker being SIGKILLed mid-study.
+
+Every test starts and stops its own processes (ports chosen by the OS: ``--port 0``),
+with timeouts; nothing is left running (the stop script, then SIGKILL of the recorded
+process groups as a fallback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toyengine.store import StoreInfo, open_results
+
+ROOT = Path(__file__).resolve().parents[1]
+START = ROOT / "cluster" / "start-cluster.sh"
+STOP = ROOT / "cluster" / "stop-cluster.sh"
+STUDY = ROOT / "studies" / "tcc" / "pulls.yaml"
+SEED = "4242"
+TOYS = "40"
+COMPARED = ("value", "error", "nll", "valid")
+
+
+def _env() -> dict[str, str]:
+    """This interpreter's environment first on PATH, so `dask`/`toyengine` are ours."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHON"] = sys.executable
+    return env
+
+
+def _toyengine(*args: str | Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "toyengine.cli", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+@dataclass
+class HandCluster:
+    """Processes started by start-cluster.sh (``pids`` lines: name pid kind)."""
+
+    directory: Path
+    address: str
+
+    def processes(self) -> list[tuple[str, int, str]]:
+        f = self.directory / "pids"
+        if not f.exists():
+            return []
+        rows = [line.split() for line in f.read_text().splitlines() if line.strip()]
+        return [(n, int(p), k) for n, p, k in rows]
+
+    def workers(self) -> list[tuple[str, int, str]]:
+        return [p for p in self.processes() if p[0] != "scheduler"]
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {f.name}\n{f.read_text()[-3000:]}"
+                         for f in sorted(self.directory.glob("*.log")))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+@contextlib.contextmanager
+def hand_cluster(directory: Path, workers: int = 2, *extra: str) -> Iterator[HandCluster]:
+    r = subprocess.run([str(START), "-d", str(directory), "-n", str(workers), "--port", "0",
+                        "--dashboard-address", "none", "--timeout", "60", *extra],
+                       capture_output=True, text=True, timeout=90, env=_env())
+    cluster = HandCluster(directory, r.stdout.strip().splitlines()[-1] if r.stdout else "")
+    try:
+        assert r.returncode == 0, f"start-cluster.sh failed:\n{r.stderr}\n{cluster.logs()}"
+        assert (directory / "address").read_text().strip() == cluster.address
+        yield cluster
+    finally:
+        recorded = cluster.processes()
+        subprocess.run([str(STOP), "-d", str(directory), "--timeout", "15"],
+                       capture_output=True, text=True, timeout=60)
+        for _name, pid, kind in recorded:  # fallback: only the groups we started
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    if kind == "group":
+                        os.killpg(pid, signal.SIGKILL)
+                    else:
+                        os.kill(pid, signal.SIGKILL)
+        assert not any(_alive(pid) for _n, pid, _k in recorded), "processes left running"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default local run (LocalCluster, one worker) of the study."""
+    store = tmp_path_factory.mktemp("ref") / "local.zarr"
+    r = _toyengine("run", STUDY, "--store", store, "--workers", "1", "--toys", TOYS,
+                   "--seed", SEED, "--quiet")
+    assert r.returncode == 0, r.stderr
+    return store
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HandCluster]:
+    with hand_cluster(tmp_path_factory.mktemp("dask") / "run") as c:
+        yield c
+
+
+def test_scripts_start_separate_processes_and_stop_them(cluster: HandCluster) -> None:
+    procs = cluster.processes()
+    assert [p[0] for p in procs][0] == "scheduler" and len(procs) == 3
+    assert cluster.address.startswith("tcp://127.0.0.1:")
+    assert all(_alive(pid) for _n, pid, _k in procs)
+    assert len({pid for _n, pid, _k in procs}) == 3
+    from distributed import Client
+
+    with Client(cluster.address, timeout="10s") as client:
+        info = client.scheduler_info()
+        assert len(info["workers"]) == 2
+        assert all(w["nthreads"] == 1 for w in info["workers"].values())
+
+
+def test_hand_started_cluster_gives_identical_results(reference: Path, cluster: HandCluster,
+                                                      tmp_path: Path) -> None:
+    store = tmp_path / "remote.zarr"
+    r = _toyengine("run", STUDY, "--store", store, "--scheduler", cluster.address,
+                   "--toys", TOYS, "--seed", SEED, "--quiet")
+    assert r.returncode == 0, f"{r.stderr}\n{cluster.logs()}"
+    a, b = open_results(reference), open_results(store)
+    assert b.sizes["toy"] == int(TOYS)
+    for name in COMPARED:  # bit-identical, NaN == NaN
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name)
+    assert np.all(b["status"].values != 0)
+    # the chunks really ran on the two hand-started worker processes
+    from distributed import Client
+
+    def cached_models() -> int:
+        from toyengine import recipe
+
+        return len(recipe._MODEL_CACHE)
+
+    with Client(cluster.address, timeout="10s") as client:
+        per_worker = client.run(cached_models)
+    assert len(per_worker) == 2 and all(n > 0 for n in per_worker.values()), per_worker
+
+
+def _done_fraction(store: Path) -> float | None:
+    try:
+        done = StoreInfo(store).done()
+    except Exception:  # noqa: BLE001 - the store is being created / written concurrently
+        return None
+    return float(done.mean()) if done.size else None
+
+
+def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> None:
+    store = tmp_path / "kill.zarr"
+    with hand_cluster(tmp_path / "dask") as c:
+        cmd = [sys.executable, "-m", "toyengine.cli", "run", str(STUDY), "--store", str(store),
+               "--scheduler", c.address, "--toys", "240", "--seed", SEED,
+               "--chunk-size", "3", "--quiet"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=_env())
+        try:
+            deadline = time.monotonic() + 60
+            frac = None
+            while time.monotonic() < deadline:
+                frac = _done_fraction(store)
+                if frac is not None and frac >= 0.15:
+                    break
+                assert proc.poll() is None, "the study ended before a worker was killed"
+                time.sleep(0.02)
+            assert frac is not None and frac >= 0.15, "the study did not start"
+            name, pid, kind = c.workers()[1]
+            assert kind == "group"
+            os.killpg(pid, signal.SIGKILL)  # the nanny and its worker process, like a batch kill
+            killed_at = _done_fraction(store)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        scheduler_log = (c.directory / "scheduler.log").read_text()
+        survivor = c.workers()[0][1]
+        assert _alive(survivor) and not _alive(pid)
+    assert killed_at is not None and killed_at < 1.0, "the kill was not mid-study"
+    assert proc.returncode == 0, f"{out}\n{err}"
+    assert "Remove worker" in scheduler_log and name in scheduler_log
+    info = StoreInfo(store)
+    assert info.done().all()
+    ds = open_results(store)
+    assert ds.sizes["toy"] == 240
+    assert np.all(ds["status"].values != 0), "toys missing after the worker loss"
+    # the toys are seeded per (variant, toy): the first 40 equal the reference run's
+    ref = open_results(reference)
+    for var in COMPARED:
+        np.testing.assert_array_equal(ds[var].values[:, :40], ref[var].values, err_msg=var)

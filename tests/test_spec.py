@@ -1,0 +1,81 @@
+"""Study-file validation: one error naming the field, non-zero exit, no store (issue 3)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toyengine.errors import SpecError
+from toyengine.spec import StudySpec
+
+DATA = Path(__file__).parent / "data"
+GOOD = (DATA / "tcc_small.yaml").read_text()
+
+BAD = {
+    "unknown top-level key": (GOOD + "colour: blue\n", "colour", "no such key"),
+    "toys zero": (GOOD.replace("toys: 24", "toys: 0"), "toys", ">= 1"),
+    "toys negative": (GOOD.replace("toys: 24", "toys: -5"), "toys", ">= 1"),
+    "toys wrong type": (GOOD.replace("toys: 24", "toys: many"), "toys", "an integer"),
+    "unknown kind": (GOOD.replace("kind: pulls", "kind: pullz"), "kind", "one of"),
+    "unknown builder": (GOOD.replace("builder: tcc", "builder: tcx"),
+                        "models.nominal.builder", "registered model builders"),
+    "unknown model in hypotheses": (GOOD.replace("hypotheses: [nominal]", "hypotheses: [h1]"),
+                                    "hypotheses[0]", "model names"),
+    "unknown parameter": (GOOD.replace("options: {range: [-4.0, 11.0]}",
+                                       "options: {range: [-4.0, 11.0]}\n    parameters: {mass: 1}"),
+                          "models.nominal", "mass"),
+    "unknown model option": (GOOD.replace("options: {range: [-4.0, 11.0]}",
+                                          "options: {rnage: [-4.0, 11.0]}"),
+                             "models.nominal", "rnage"),
+    "bad fit option type": (GOOD.replace("fit: {starts: 3}", "fit: {starts: 'x'}"),
+                            "fit.starts", "an integer"),
+    "missing seed": (GOOD.replace("seed: 7\n", ""), "seed", "required"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_spec_names_the_field(case):
+    text, field, expected = BAD[case]
+    with pytest.raises(SpecError) as err:
+        StudySpec.from_text(text, "bad.yaml", str(DATA))
+    msg = str(err.value)
+    assert field in msg and expected in msg, msg
+
+
+@pytest.mark.parametrize("case", ["toys zero", "unknown kind", "unknown parameter"])
+def test_cli_bad_spec_exit_code_and_no_store(tmp_path, case):
+    text, field, _ = BAD[case]
+    study = tmp_path / "bad.yaml"
+    study.write_text(text)
+    store = tmp_path / "out.zarr"
+    res = subprocess.run([sys.executable, "-m", "toyengine.cli", "run", str(study), "--store",
+                          str(store)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert field in res.stderr and "invalid study file" in res.stderr
+    assert not store.exists()
+
+
+def test_cli_override_validated(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "toyengine.cli", "run",
+                          str(DATA / "tcc_small.yaml"), "--store", str(tmp_path / "x.zarr"),
+                          "--toys", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "toys (--toys)" in res.stderr
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_digest_ignores_toy_count_but_not_seed():
+    a = StudySpec.from_text(GOOD, "a", str(DATA))
+    assert a.digest == a.with_overrides(toys=1000).digest
+    assert a.digest != a.with_overrides(seed=8).digest
+
+
+def test_reference_studies_validate():
+    from toyengine.spec import load_spec
+
+    root = Path(__file__).parent.parent / "studies"
+    files = sorted(root.glob("tcc/*.yaml"))
+    assert files
+    for f in files:
+        load_spec(f)

@@ -56,8 +56,12 @@ COEFFICIENTS: dict[str, tuple[float, float]] = {
     "kst0_1430": (0.6, 0.3),
     "kst0_700": (0.3, 0.1),
     "nr": (0.3, -0.2),
-    "zc": (0.22, 0.12),
+    "zc": (0.24, 0.13),
 }
+
+#: initial step sizes of the coefficients (≈ their errors with ~2000 decays; MIGRAD builds its
+#: first covariance estimate from them)
+STEPS: dict[str, float] = {"lass": 0.2, "lass_nr": 0.1, "zc": 0.05}
 
 DEFAULTS: dict[str, Any] = {
     "hypothesis": "nominal",
@@ -256,14 +260,15 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     def coef(name: str, ref: bool = False) -> None:
         re, im = coef_over.get(name, COEFFICIENTS.get(name, (0.1, 0.0)))
         re, im = float(re), float(im)
+        step = STEPS.get(name, 0.06)  # ≈ the statistical error with ~2000 decays
         if polar:
             mag, ph = math.hypot(re, im), math.atan2(im, re)
-            params.append(Parameter(f"mag_{name}", mag, (0.0, math.inf), fixed=ref, step=0.05))
+            params.append(Parameter(f"mag_{name}", mag, (0.0, math.inf), fixed=ref, step=step))
             params.append(Parameter(f"ph_{name}", ph, (-2 * math.pi, 2 * math.pi), fixed=ref,
-                                    step=0.2))
+                                    step=step / max(mag, 0.05)))
         else:
-            params.append(Parameter(f"re_{name}", re, fixed=ref, step=0.05))
-            params.append(Parameter(f"im_{name}", im, fixed=ref, step=0.05))
+            params.append(Parameter(f"re_{name}", re, fixed=ref, step=step))
+            params.append(Parameter(f"im_{name}", im, fixed=ref, step=step))
 
     def kstar(name: str, ref: bool = False) -> None:
         t = KSTAR_TABLE[name]
@@ -293,11 +298,11 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         mc, wc = lass["m_constraint"], lass["w_constraint"]
         params += [
             Parameter("m_lass", float(lass["m"]), (1200.0, 1700.0),
-                      constraint=Constraint(float(mc[0]), float(mc[1])), step=10.0),
+                      constraint=Constraint(float(mc[0]), float(mc[1])), step=15.0),
             Parameter("w_lass", float(lass["w"]), (80.0, 600.0),
-                      constraint=Constraint(float(wc[0]), float(wc[1])), step=15.0),
-            Parameter("a_lass", float(lass["a"]), (0.2, 12.0), step=0.3),
-            Parameter("r_lass", float(lass["r"]), (-8.0, 25.0), step=0.8),
+                      constraint=Constraint(float(wc[0]), float(wc[1])), step=30.0),
+            Parameter("a_lass", float(lass["a"]), (0.2, 12.0), step=2.0),
+            Parameter("r_lass", float(lass["r"]), (-8.0, 25.0), step=4.0),
         ]
         cut = float(lass["cutoff"])
         if sw == "lass_split":
@@ -336,7 +341,7 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         wlo, whi = (float(v) for v in opts["zc_width_limits"])
         params += [
             Parameter("m_zc", float(opts["zc_mass"]), (mlo, mhi), step=20.0),
-            Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=30.0),
+            Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=50.0),
         ]
         coef("zc")
         comps.append(Component("zc", Lineshape("rbw", "etacpi", zc_spin, r_ecpi),

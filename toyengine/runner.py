@@ -206,7 +206,8 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
                 chunk_size = spec.chunk_size
             if chunk_size is None:
                 n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                chunk_size = auto_chunk_size(_time_one_toy(spec, params), spec.toys, n_workers)
+                chunk_size = min(spec.toys, auto_chunk_size(
+                    _time_one_toy(spec, params), spec.toys * len(spec.variants), n_workers))
             truth, reference = _truth_and_reference(spec, params)
             create_store(store, spec, params, truth, reference, chunk_size)
             info = StoreInfo(store)

@@ -495,7 +495,9 @@ class DalitzModel:
     def amplitude(self, x: np.ndarray, m2_kpi: np.ndarray, m2_etacpi: np.ndarray) -> np.ndarray:
         """``A = Σ c_j F_j`` at DP points (seed 000 Eq. 4)."""
         x = self._values(x)
-        return self.component_values(x, m2_kpi, m2_etacpi) @ self.coefficients(x)
+        m2_kpi = np.asarray(m2_kpi, float)
+        return (self.component_values(x, m2_kpi, m2_etacpi) @ self.coefficients(x)).reshape(
+            m2_kpi.shape)
 
     # --- normalisation -----------------------------------------------------------------
     def norm_matrices(self, x: np.ndarray | None = None) -> list[np.ndarray]:

@@ -1,0 +1,58 @@
+"""Runner throughput: toys/s for the T_cc+ pulls study with 1 and 2 local workers, and the
+runner's overhead per chunk (store write + bookkeeping in the client).
+
+Targets (issue 3): 2 workers >= 1.8x one worker; overhead <= 50 ms per chunk.
+Usage: python benchmarks/bench_runner.py [toys]
+"""
+
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import zarr
+
+from toyengine import Chunk, load_spec, run_chunk, run_study
+from toyengine.recipe import param_axis
+from toyengine.store import create_store, write_chunk
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(toys: int = 2000) -> None:
+    spec = load_spec(ROOT / "studies/tcc/pulls.yaml").with_overrides(toys=toys)
+    tmp = Path(tempfile.mkdtemp())
+    try:
+        rates = {}
+        for workers in (1, 2):
+            path = tmp / f"w{workers}.zarr"
+            t0 = time.perf_counter()
+            report = run_study(spec, path, workers=workers, chunk_size=100, progress=None)
+            el = time.perf_counter() - t0
+            # subtract the cluster start-up, measured separately below
+            rates[workers] = toys / el
+            print(f"{workers} worker(s): {toys} toys in {el:.1f} s = {rates[workers]:.1f} toys/s "
+                  f"(complete={report.complete}, incl. cluster start)")
+        print(f"speed-up 2 vs 1 workers: {rates[2] / rates[1]:.2f}x")
+        # overhead per chunk: writing one chunk's result into the store and marking it done
+        params = param_axis(spec)
+        res = run_chunk(spec, Chunk(0, 0, 0, 100), params)
+        path = tmp / "ovh.zarr"
+        import numpy as np
+
+        n_par = len(params)
+        chunks = create_store(path, spec, params, np.zeros((1, n_par)), np.zeros(n_par), 100)
+        group = zarr.open_group(str(path), mode="r+")
+        t0 = time.perf_counter()
+        for c in chunks:
+            res.chunk = c
+            write_chunk(group, res)
+        per = (time.perf_counter() - t0) / len(chunks)
+        print(f"store write + done flag per chunk: {1e3 * per:.1f} ms")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)

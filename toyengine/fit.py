@@ -99,9 +99,13 @@ def _start_points(params: ParameterSet, starts: int,
 
 
 def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
-                minos: bool, strategy: int, tol: float | None) -> FitResult:
+                minos: bool, strategy: int | None, tol: float | None) -> FitResult:
     t0 = time.perf_counter()
     grad = getattr(nll, "grad", None)
+    if strategy is None:
+        # with an analytic gradient MIGRAD needs no numerical second derivatives to
+        # converge (strategy 0: ~3x fewer calls); HESSE then gives the full covariance
+        strategy = 0 if grad is not None else 1
     m = None
     try:
         with warnings.catch_warnings():
@@ -167,8 +171,8 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
 
 
 def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int = 1,
-        rng: np.random.Generator | None = None, minos: bool = False, strategy: int = 1,
-        tol: float | None = None) -> FitResult:
+        rng: np.random.Generator | None = None, minos: bool = False,
+        strategy: int | None = None, tol: float | None = None) -> FitResult:
     """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
 
     Parameters
@@ -186,6 +190,9 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Source of the randomised starts (needed for reproducibility when ``starts > 1``).
     minos : bool
         Also run MINOS for every free parameter.
+    strategy : int, optional
+        MIGRAD strategy; default 0 when ``nll`` has an analytic ``grad``, else 1. HESSE
+        always runs after a valid MIGRAD, so the covariance is the full one either way.
 
     Returns
     -------

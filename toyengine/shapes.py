@@ -12,7 +12,13 @@ import numpy as np
 
 from .errors import ModelError
 from .kinematics import phase_space_2body, phase_space_3body
-from .lineshapes import BreitWignerGrid, bernstein_basis, rbw_density, sphere_coefficients
+from .lineshapes import (
+    BreitWignerGrid,
+    bernstein_basis,
+    rbw_density,
+    sphere_coefficients,
+    sphere_coefficients_jacobian,
+)
 
 __all__ = ["PhaseSpacePolynomial", "RelativisticBW"]
 
@@ -124,3 +130,9 @@ class PhaseSpacePolynomial:
 
     def coefficients(self, values: tuple[float, ...]) -> np.ndarray:
         return sphere_coefficients(np.asarray(values, dtype=float))
+
+    def coefficients_jacobian(self, values: tuple[float, ...]) -> np.ndarray:
+        """``d c_k / d phi_j``, shape (order + 1, order)."""
+        if not values:
+            return np.zeros((1, 0))
+        return sphere_coefficients_jacobian(np.asarray(values, dtype=float))

@@ -256,8 +256,9 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
     _check_keys(fit, FIT_KEYS, "fit", source)
     fit = {"starts": _check_int(fit.get("starts", 1), "fit.starts", 1, source),
            "minos": _check_bool(fit.get("minos", False), "fit.minos", source),
-           "strategy": _check_int(fit.get("strategy", 1), "fit.strategy", 0, source)}
-    if fit["strategy"] > 2:
+           "strategy": fit.get("strategy")}
+    if fit["strategy"] is not None and _check_int(fit["strategy"], "fit.strategy", 0,
+                                                  source) > 2:
         raise SpecError("fit.strategy", fit["strategy"], "0, 1 or 2", source)
 
     test = raw.get("test") or {}

@@ -100,7 +100,12 @@ def hand_cluster(directory: Path, workers: int = 2, *extra: str) -> Iterator[Han
                         os.killpg(pid, signal.SIGKILL)
                     else:
                         os.kill(pid, signal.SIGKILL)
-        assert not any(_alive(pid) for _n, pid, _k in recorded), "processes left running"
+        deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to go
+        while any(_alive(pid) for _n, pid, _k in recorded) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [(n, pid, Path(f"/proc/{pid}/stat").read_text() if _alive(pid) else "")
+                for n, pid, _k in recorded if _alive(pid)]
+        assert not left, f"processes left running: {left}"
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +174,9 @@ def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> N
     store = tmp_path / "kill.zarr"
     with hand_cluster(tmp_path / "dask") as c:
         cmd = [sys.executable, "-m", "toyengine.cli", "run", str(STUDY), "--store", str(store),
-               "--scheduler", c.address, "--toys", "240", "--seed", SEED,
+               "--scheduler", c.address, "--toys", "150", "--seed", SEED,
                "--chunk-size", "3", "--quiet"]
+        t_start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=_env())
         try:
@@ -178,16 +184,19 @@ def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> N
             frac = None
             while time.monotonic() < deadline:
                 frac = _done_fraction(store)
-                if frac is not None and frac >= 0.15:
+                if frac is not None and frac >= 0.1:
                     break
                 assert proc.poll() is None, "the study ended before a worker was killed"
-                time.sleep(0.02)
-            assert frac is not None and frac >= 0.15, "the study did not start"
+                time.sleep(0.05)
+            assert frac is not None and frac >= 0.1, "the study did not start"
+            print(f"kill after {time.monotonic()-t_start:.1f} s")
             name, pid, kind = c.workers()[1]
             assert kind == "group"
             os.killpg(pid, signal.SIGKILL)  # the nanny and its worker process, like a batch kill
             killed_at = _done_fraction(store)
+            t_kill = time.monotonic()
             out, err = proc.communicate(timeout=120)
+            print(f"killed at {killed_at}, run ended {time.monotonic()-t_kill:.1f} s later")
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -201,7 +210,7 @@ def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> N
     info = StoreInfo(store)
     assert info.done().all()
     ds = open_results(store)
-    assert ds.sizes["toy"] == 240
+    assert ds.sizes["toy"] == 150
     assert np.all(ds["status"].values != 0), "toys missing after the worker loss"
     # the toys are seeded per (variant, toy): the first 40 equal the reference run's
     ref = open_results(reference)

@@ -18,7 +18,14 @@ from iminuit import Minuit
 
 from .params import ParameterSet
 
-__all__ = ["STATUS_EXCEPTION", "STATUS_INVALID", "STATUS_NOT_RUN", "STATUS_VALID", "FitResult", "fit"]
+__all__ = [
+    "STATUS_EXCEPTION",
+    "STATUS_INVALID",
+    "STATUS_NOT_RUN",
+    "STATUS_VALID",
+    "FitResult",
+    "fit",
+]
 
 STATUS_NOT_RUN = 0
 STATUS_VALID = 1

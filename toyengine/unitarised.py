@@ -77,6 +77,7 @@ __all__ = [
     "TccConstants",
     "UnitarisedModel",
     "UnitarisedShape",
+    "channel_weights",
     "compositeness",
     "coupling_variations",
     "dalitz_terms",

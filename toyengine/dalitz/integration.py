@@ -134,6 +134,7 @@ class RowGrid:
         """
         lo, hi = kin.mass_range("kpi")
         segments = []
+        breaks = [*breaks, *vetoes.kink_masses(kin)]
         for a, b in vetoes.kpi_mass_intervals(kin):
             ua, ub = float(_u_of_m(b, lo, hi)), float(_u_of_m(a, lo, hi))  # u decreases with m
             inner = sorted(float(_u_of_m(c, lo, hi)) for c in breaks if a < c < b)

@@ -369,3 +369,33 @@ class Vetoes:
             lo = np.maximum(lo, (ylo - mid) / slope)
             hi = np.minimum(hi, (yhi - mid) / slope)
         return lo, hi
+
+    def kink_masses(self, kin: DalitzKinematics) -> list[float]:
+        """``m(K+π−)`` values (GeV) where a border-veto line meets the DP boundary.
+
+        The allowed cos θ interval of :meth:`cos_interval` has kinks there, so row-wise
+        integrals over m' need panel edges at these masses to keep their high order.
+        """
+        if self.border <= 0:
+            return []
+        from scipy.optimize import brentq
+
+        lo, hi = kin.mass_range("kpi")
+        lim = self.s_limits(kin)
+        m = np.linspace(lo, hi, 2001)
+        out = []
+
+        def funcs():
+            for cos in (-1.0, 1.0):
+                for cut in lim["etacpi"]:
+                    yield lambda mm, c=cos, k=cut: kin.y_from_pair("kpi", mm, c)[1] - k
+                for cut in lim["etack"]:
+                    yield lambda mm, c=cos, k=cut: (kin.sum_s - mm * mm
+                                                    - kin.y_from_pair("kpi", mm, c)[1] - k)
+
+        for f in funcs():
+            v = f(m)
+            for i in np.flatnonzero(np.sign(v[:-1]) * np.sign(v[1:]) < 0):
+                out.append(float(brentq(f, m[i], m[i + 1], xtol=1e-14)))
+        return sorted(out)
+

@@ -184,22 +184,68 @@ class DalitzData:
 # ---------------------------------------------------------------------------------------
 # Precomputed normalisation grid (static per model)
 # ---------------------------------------------------------------------------------------
+def _pair_kernels(kin: DalitzKinematics, grid: RowGrid, spl: PairSpline,
+                  members: Sequence[int], spins: np.ndarray, lvals: Sequence[int],
+                  effs: Sequence[SDPSpline | None], with_kappa: bool):
+    """Kernels of the components ``members`` (all in ``spl.pair``) on the rows of ``grid``.
+
+    ``K[r][i][l, a, k] = ∫_row a ε_r P_{lvals[l]}(cos θ_Kπ) P_{J_i}(cos θ_pair) ψ_k(m_pair)``
+    with the cardinal spline functions ψ_k of the pair's nodes, and (``with_kappa``)
+    ``κ[r][(i, k)][n] = ∫ ε_r P_{J_i} P_{J_k} ψ_n``. Integration points are aligned with the
+    spline knots (:func:`refined_row_points`).
+    """
+    pts = refined_row_points(kin, grid, spl)
+    B = spl.design(pts["m_pair"]).tocsr()
+    pv = kin.pair_variables(spl.pair, pts["x"], pts["y"])
+    ang = {i: legendre(pv.cos, int(spins[i])) for i in members}
+    plk = {L: legendre(pts["cos"], L) for L in lvals}
+    n_pts = pts["row"].size
+    n_rows = grid.m.size
+    counts = np.bincount(pts["row"], minlength=n_rows)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    cols = np.arange(n_pts)
+    K: list[dict[int, np.ndarray]] = []
+    kappa: list[dict[tuple[int, int], np.ndarray]] = []
+    for e in effs:
+        eps = np.ones(n_pts) if e is None else e(pts["mp"], pts["thp"])
+        wbase = pts["w"] * eps
+        Kr, kr = {}, {}
+        for i in members:
+            ks = []
+            for L in lvals:
+                agg = csr_matrix((wbase * plk[L] * ang[i], cols, indptr), shape=(n_rows, n_pts))
+                ks.append(np.asarray((agg @ B).todense()) @ spl.coef)
+            Kr[i] = np.ascontiguousarray(np.stack(ks)) if ks else np.zeros((0, n_rows, spl.n))
+        if with_kappa:
+            for a_, i in enumerate(members):
+                for k in members[a_:]:
+                    kr[(i, k)] = np.asarray(B.T @ (wbase * ang[i] * ang[k])).ravel() @ spl.coef
+        K.append(Kr)
+        kappa.append(kr)
+    return K, kappa
+
+
 class _NormGrid:
-    """Normalisation integrals ``N_ij = ∫ F_i F_j* ε`` on one :class:`RowGrid`.
+    """Normalisation integrals ``N_ij = ∫ F_i F_j* ε`` on one :class:`RowGrid`, for a list
+    of efficiencies (one per run), as arrays with a leading run axis.
 
     K+π− components factorise on the grid rows as ``h_j(m) P_L(cos θ)``: their block is
     ``Σ_a h_i h_j* E_{L_i L_j}(a)`` with the angular moments ``E`` of the efficiency.
     Components of another pair are represented on the nodes of a :class:`PairSpline`; their
-    blocks use kernels integrated once on knot-aligned points (:func:`refined_row_points`):
-    ``K_{i,L}(a, k)`` against K+π− rows and ``κ_{ik}(k)`` within the pair. Components of two
-    different non-K+π− pairs are integrated directly on the grid nodes.
+    blocks use kernels integrated once on knot-aligned points (:func:`_pair_kernels`):
+    ``K_{i,L}(a, k)`` against K+π− rows and ``κ_{ik}(k)`` within the pair. Against K+π−
+    components with floating parameters (broad by construction: LASS) the kernels live on
+    the rows of a coarser grid ``coarse``, so that a change on either side is cheap.
+    Components of two different non-K+π− pairs are integrated directly on the grid nodes.
     """
 
     def __init__(self, kin: DalitzKinematics, grid: RowGrid, comps: Sequence[Component],
-                 effs: Sequence[SDPSpline | None], splines: dict[str, PairSpline]):
+                 effs: Sequence[SDPSpline | None], splines: dict[str, PairSpline],
+                 static: np.ndarray, coarse: RowGrid | None, mq: MassQuadrature | None):
         self.kin = kin
         self.grid = grid
         self.comps = tuple(comps)
+        self.n_eff = len(effs)
         self.is_kpi = np.array([c.pair == "kpi" for c in comps])
         self.kpi_idx = np.flatnonzero(self.is_kpi)
         self.other_idx = [int(i) for i in np.flatnonzero(~self.is_kpi)]
@@ -207,54 +253,76 @@ class _NormGrid:
         self.lvals = sorted({int(self.spins[j]) for j in self.kpi_idx})
         self.lpos = {L: k for k, L in enumerate(self.lvals)}
         self.kpos = {int(j): k for k, j in enumerate(self.kpi_idx)}
-        self.l_of_kpi = np.array([self.lpos[int(self.spins[j])] for j in self.kpi_idx], int)
+        l_of_kpi = np.array([self.lpos[int(self.spins[j])] for j in self.kpi_idx], int)
         shape = grid.shape
         mp2 = grid.mp2
         self.eff = [np.ones(shape) if e is None else e(mp2, grid.thp) for e in effs]
-        qk, pk = kin.pair_momenta("kpi", grid.m)
-        self.geom = {int(j): comps[j].lineshape.geometry(kin, grid.m, qk, pk)
-                     for j in self.kpi_idx}
         pl = {L: legendre(grid.cos, L) for L in self.lvals}
         nl = len(self.lvals)
-        self.E, self.esel = [], []
+        esel = []
         for eff in self.eff:
             we = grid.w * eff
             E = np.empty((nl, nl, shape[0]))
             for a, La in enumerate(self.lvals):
                 for b, Lb in enumerate(self.lvals):
                     E[a, b] = np.sum(we * pl[La] * pl[Lb], axis=1)
-            self.E.append(E)
-            self.esel.append(np.ascontiguousarray(E[self.l_of_kpi[:, None], self.l_of_kpi[None, :]]))
-        # components of other pairs: spline kernels
+            esel.append(E[l_of_kpi[:, None], l_of_kpi[None, :]])
+        self.esel = np.ascontiguousarray(np.stack(esel))  # (R, nk, nk, n_rows)
+        # static / floating K+π− components
+        self.static = np.asarray(static, bool)
+        self.stat_pos = np.array([k for k, j in enumerate(self.kpi_idx) if self.static[j]], int)
+        self.var_pos = np.array([k for k, j in enumerate(self.kpi_idx) if not self.static[j]],
+                                int)
+        self.var_lvals = sorted({int(self.spins[self.kpi_idx[k]]) for k in self.var_pos})
+        self.var_l = np.array([self.var_lvals.index(int(self.spins[self.kpi_idx[k]]))
+                               for k in self.var_pos], int)
+        stat_l = sorted({int(self.spins[self.kpi_idx[k]]) for k in self.stat_pos})
+        self.stat_l = np.array([stat_l.index(int(self.spins[self.kpi_idx[k]]))
+                                for k in self.stat_pos], int)
+        self.coarse = coarse if (self.other_idx and self.var_pos.size) else None
+        self.n_rows = shape[0]
+        self.n_coarse = self.coarse.m.size if self.coarse is not None else 0
+        # points at which each component is evaluated: K+π−: norm rule, rows (, coarse rows);
+        # other pairs: spline nodes (, grid nodes for direct 2-D sums)
+        self.mq = mq
+        self.pts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.slices: dict[int, dict[str, slice]] = {}
+        for j in self.kpi_idx:
+            j = int(j)
+            assert mq is not None
+            ms = [mq.m, grid.m]
+            if self.coarse is not None and not self.static[j]:
+                ms.append(self.coarse.m)
+            m = np.concatenate(ms)
+            q, p = kin.pair_momenta("kpi", m)
+            self.pts[j] = (m, q, p)
+            n0, n1 = mq.m.size, mq.m.size + grid.m.size
+            self.slices[j] = {"norm": slice(0, n0), "rows": slice(n0, n1),
+                              "coarse": slice(n1, m.size)}
         self.pair_of = {i: comps[i].pair for i in self.other_idx}
-        self.K: list[dict[int, np.ndarray]] = [{} for _ in effs]
-        self.kappa: list[dict[tuple[int, int], np.ndarray]] = [{} for _ in effs]
+        for i in self.other_idx:
+            spl = splines[self.pair_of[i]]
+            self.pts[i] = (spl.nodes, spl.q, spl.p)
+            self.slices[i] = {"nodes": slice(0, spl.n)}
+        # kernels of other-pair components, stacked over runs
+        self.K: dict[int, np.ndarray] = {}     # (R, n_statl, n_rows, n_nodes)
+        self.Kc: dict[int, np.ndarray] = {}    # (R * n_varl * n_coarse, n_nodes)
+        self.kappa: dict[tuple[int, int], np.ndarray] = {}  # (R, n_nodes)
         for pair in sorted(set(self.pair_of.values())):
             members = [i for i in self.other_idx if self.pair_of[i] == pair]
-            spl = splines[pair]
-            pts = refined_row_points(kin, grid, spl)
-            B = spl.design(pts["m_pair"]).tocsr()
-            pv = kin.pair_variables(pair, pts["x"], pts["y"])
-            ang = {i: legendre(pv.cos, int(self.spins[i])) for i in members}
-            plk = {L: legendre(pts["cos"], L) for L in self.lvals}
-            n_pts = pts["row"].size
-            counts = np.bincount(pts["row"], minlength=shape[0])
-            indptr = np.concatenate([[0], np.cumsum(counts)])
-            cols = np.arange(n_pts)
-            for r, e in enumerate(effs):
-                eps = np.ones(n_pts) if e is None else e(pts["mp"], pts["thp"])
-                wbase = pts["w"] * eps
+            K, kappa = _pair_kernels(kin, grid, splines[pair], members, self.spins, stat_l,
+                                     effs, True)
+            for i in members:
+                self.K[i] = np.stack([K[r][i] for r in range(self.n_eff)])
+            for key in kappa[0]:
+                self.kappa[key] = np.stack([kappa[r][key] for r in range(self.n_eff)])
+            if self.coarse is not None:
+                Kc, _ = _pair_kernels(kin, self.coarse, splines[pair], members, self.spins,
+                                      self.var_lvals, effs, False)
                 for i in members:
-                    ks = []
-                    for L in self.lvals:
-                        agg = csr_matrix((wbase * plk[L] * ang[i], cols, indptr),
-                                         shape=(shape[0], n_pts))
-                        ks.append(np.asarray((agg @ B).todense()) @ spl.coef)
-                    self.K[r][i] = np.ascontiguousarray(np.stack(ks)) if ks else np.zeros((0, shape[0], spl.n))
-                for a_, i in enumerate(members):
-                    for k in members[a_:]:
-                        v = np.asarray(B.T @ (wbase * ang[i] * ang[k])).ravel() @ spl.coef
-                        self.kappa[r][(i, k)] = v
+                    self.Kc[i] = np.ascontiguousarray(
+                        np.stack([Kc[r][i] for r in range(self.n_eff)]).reshape(
+                            -1, splines[pair].n))
         # other-pair components at the grid nodes (for generation envelopes)
         self.on_grid: dict[int, tuple] = {}
         for i in self.other_idx:
@@ -264,21 +332,20 @@ class _NormGrid:
         # different non-K+π− pairs: direct sums on the grid nodes
         self.direct = [(i, k) for a_, i in enumerate(self.other_idx)
                        for k in self.other_idx[a_ + 1:] if self.pair_of[i] != self.pair_of[k]]
-        self.geom2d: dict[int, dict[str, np.ndarray]] = {}
-        self.ang2d: dict[int, np.ndarray] = {}
-        self.WW: list[dict[tuple[int, int], np.ndarray]] = [{} for _ in effs]
+        self.WW: dict[tuple[int, int], np.ndarray] = {}
         if self.direct:
+            ang2d = {}
             for i in {j for pr in self.direct for j in pr}:
                 pv = kin.pair_variables(comps[i].pair, grid.x.ravel(), grid.y.ravel())
-                self.geom2d[i] = comps[i].lineshape.geometry(kin, pv.m, pv.q, pv.p)
-                self.ang2d[i] = legendre(pv.cos, int(self.spins[i])).reshape(shape)
-            for r, eff in enumerate(self.eff):
-                for i, k in self.direct:
-                    self.WW[r][(i, k)] = grid.w * eff * self.ang2d[i] * self.ang2d[k]
-
-    @property
-    def n_eff(self) -> int:
-        return len(self.E)
+                m0 = self.pts[i]
+                n0 = m0[0].size
+                self.pts[i] = tuple(np.concatenate([a_, b_]) for a_, b_ in
+                                    zip(m0, (pv.m, pv.q, pv.p), strict=True))
+                self.slices[i]["grid"] = slice(n0, n0 + pv.m.size)
+                ang2d[i] = legendre(pv.cos, int(self.spins[i])).reshape(shape)
+            for i, k in self.direct:
+                self.WW[(i, k)] = np.stack([grid.w * eff * ang2d[i] * ang2d[k]
+                                            for eff in self.eff])
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,8 +397,8 @@ class DalitzModel:
         if len(set(names)) != len(names):
             msg = f"{name}: duplicate component names {names}"
             raise ModelError(msg)
-        go = {"n_m": 8, "du": 0.03, "n_t": 10, "t_panels": 4, "norm_n": 8, "norm_du": 0.01,
-              "spline_dm": 0.004}
+        go = {"n_m": 8, "du": 0.05, "n_t": 10, "t_panels": 4, "norm_n": 8, "norm_du": 0.04,
+              "spline_dm": 0.004, "knot_breaks": True, "coarse_du": 0.1}
         go.update(grid_options or {})
         self.grid_options = go
         idx = parameters.index
@@ -374,12 +441,20 @@ class DalitzModel:
                 sp = self._splines[c.pair]
                 self._spline_geom[j] = c.lineshape.geometry(kin, sp.nodes, sp.q, sp.p)
         # 2-D normalisation grid on the allowed region, efficiency per run
+        # rows: panel edges also at the efficiency-spline knots in m' (the bin centres),
+        # where the piecewise-cubic efficiency changes its third derivative
+        eff_knots = sorted({float(v) for r in self.runs
+                            for v in kin.m_from_mprime(r.efficiency.centres[0])})
+        if go["knot_breaks"]:
+            breaks.setdefault("kpi", []).extend(eff_knots)
         grid = RowGrid.build(kin, vetoes, breaks=breaks.get("kpi", ()), n_m=go["n_m"],
                              du=go["du"], n_t=go["n_t"], t_panels=go["t_panels"])
         self.grid = grid
         mp2 = grid.mp2
         self._bkg_grid = []  # SDP-density of each background at the nodes (normalised)
         self._bkg_norm = []
+        bkg_cache: dict[int, float] = {}
+        fine: RowGrid | None = None
         for r in self.runs:
             eff = r.efficiency.spline()(mp2, grid.thp)
             if not np.any(eff * grid.w > 0):
@@ -389,7 +464,11 @@ class DalitzModel:
             bn, bg = [], []
             for bname, bh, _ in r.backgrounds:
                 b = bh.spline()(mp2, grid.thp)
-                integral = float(np.sum(b * grid.w_sdp))
+                if id(bh) not in bkg_cache:  # once per map, on a finer rule (< 1e-6)
+                    if fine is None:
+                        fine = RowGrid.build(kin, vetoes, n_m=8, du=0.01, n_t=12, t_panels=8)
+                    bkg_cache[id(bh)] = float(np.sum(bh.spline()(fine.mp2, fine.thp) * fine.w_sdp))
+                integral = bkg_cache[id(bh)]
                 if not integral > 0:
                     msg = (f"{name}: background map {bh.source} ({bname!r}, run {r.name!r}) "
                            "integrates to zero over the allowed Dalitz plot")
@@ -399,12 +478,14 @@ class DalitzModel:
             self._bkg_norm.append(bn)
             self._bkg_grid.append(bg)
         self._norm = _NormGrid(kin, grid, self.components,
-                               [r.efficiency.spline() for r in self.runs], self._splines)
+                               [r.efficiency.spline() for r in self.runs], self._splines,
+                               self._static, self._coarse_grid(vetoes),
+                               self._norm1d.get("kpi"))
         self._ff_norm: _NormGrid | None = None
 
     # --- helpers ---------------------------------------------------------------------
     def _breaks(self, x0: np.ndarray) -> dict[str, list[float]]:
-        """Panel edges: around every fixed narrow RBW (m0 ± kΓ) and at the LASS cut-off."""
+        """Panel edges: around every fixed RBW (m0 ± kΓ) and at the LASS cut-off."""
         out: dict[str, list[float]] = {}
         for c, pi in zip(self.components, self._p_idx, strict=True):
             ls = c.lineshape
@@ -413,9 +494,20 @@ class DalitzModel:
                 lst.append(ls.cutoff)
             if ls.kind == "rbw":
                 m0, w0 = x0[pi[0]] / 1000.0, x0[pi[1]] / 1000.0
-                if w0 < 0.1 and all(self.parameters.params[i].fixed for i in pi):
-                    lst.extend(m0 + k * w0 for k in (-8, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 8))
+                if all(self.parameters.params[i].fixed for i in pi):
+                    ks = (-8, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 8) if w0 < 0.1 else (
+                        -1, -0.5, 0, 0.5, 1)
+                    lst.extend(m0 + k * w0 for k in ks)
         return out
+
+    def _coarse_grid(self, vetoes: Vetoes) -> RowGrid:
+        """Rows for the kernels between other-pair components and floating (broad) K+π−
+        components: no panel edges around the fixed narrow states."""
+        go = self.grid_options
+        cb = [c.lineshape.cutoff for c in self.components
+              if c.lineshape.kind in ("lass", "lass_nr")]
+        return RowGrid.build(self.kin, vetoes, breaks=cb, n_m=go["n_m"], du=go["coarse_du"],
+                             n_t=go["n_t"], t_panels=go["t_panels"])
 
     @property
     def run_names(self) -> tuple[str, ...]:
@@ -513,7 +605,10 @@ class DalitzModel:
                               breaks=self._breaks(self.parameters.values).get("kpi", ()),
                               n_m=go["n_m"], du=go["du"], n_t=go["n_t"],
                               t_panels=go["t_panels"])
-            self._ff_norm = _NormGrid(self.kin, g, self.components, [None], self._splines)
+            self._ff_norm = _NormGrid(self.kin, g, self.components, [None], self._splines,
+                                      self._static,
+                                      self._coarse_grid(Vetoes(d0=None, border=0.0)),
+                                      self._norm1d.get("kpi"))
         return self._ff_norm
 
     def fit_fractions(self, x: np.ndarray | None = None) -> dict[str, object]:
@@ -670,31 +765,58 @@ class DalitzModel:
 # Cached evaluation
 # ---------------------------------------------------------------------------------------
 class _State:
-    """Cached component values and normalisation matrices for one :class:`_NormGrid`."""
+    """Cached component values and normalisation matrices for one :class:`_NormGrid`,
+    optionally also at a set of events (``ev``: per component ``(m, q, p, P_L(cos θ))``).
 
-    def __init__(self, model: DalitzModel, norm: _NormGrid):
+    Each component is evaluated in one call on the concatenation of all its points (norm
+    rule, rows, coarse rows or spline nodes, events), and only when its own parameters
+    change.
+    """
+
+    def __init__(self, model: DalitzModel, norm: _NormGrid,
+                 ev: list[tuple[np.ndarray, ...]] | None = None):
         self.model = model
         self.norm = norm
         nc = len(model.components)
+        kin = model.kin
         self.keys: list[tuple | None] = [None] * nc
         self.n = np.zeros(nc)
-        self.rows = np.zeros((len(norm.kpi_idx), norm.grid.shape[0]), complex)
+        nk = len(norm.kpi_idx)
+        self.rows = np.zeros((nk, norm.n_rows), complex)
+        self.rows_c = np.zeros((nk, norm.n_coarse), complex)
         self.nodes: dict[int, np.ndarray] = {}
         self.full2d: dict[int, np.ndarray] = {}
-        self.static = model._static
-        var_l = sorted({int(norm.spins[j]) for j in norm.kpi_idx if not self.static[j]})
-        self.var_lpos = np.array([norm.lpos[L] for L in var_l], int)
-        self.var_lidx = {L: k for k, L in enumerate(var_l)}
-        kst = [bool(self.static[j]) for j in norm.kpi_idx]
-        self.stat_pos = np.array([k for k, s_ in enumerate(kst) if s_], int)
-        self.var_pos = [k for k, s_ in enumerate(kst) if not s_]
-        self.var_l = [self.var_lidx[int(norm.spins[norm.kpi_idx[k]])] for k in self.var_pos]
-        self.V: list[dict[int, np.ndarray]] = [{} for _ in range(norm.n_eff)]
-        self.R: list[dict[int, list]] = [{} for _ in range(norm.n_eff)]
-        self.N = [np.zeros((nc, nc), complex) for _ in range(norm.n_eff)]
+        self.V: dict[int, np.ndarray] = {}
+        self.R: dict[int, np.ndarray] = {}
+        self.N = np.zeros((norm.n_eff, nc, nc), complex)
+        self.n_ev = 0 if ev is None else int(ev[0][0].size)
+        self.F = np.zeros((nc, self.n_ev), complex).T  # column-major
+        self.geom: list[dict[str, np.ndarray]] = []
+        self.ev_ang: list[np.ndarray | None] = []
+        self.ev_slice: list[slice] = []
+        self.norm_w: list[np.ndarray] = []
+        for j, c in enumerate(model.components):
+            m, q, p = norm.pts[j]
+            n0 = m.size
+            if ev is not None:
+                em, eq, ep, eang = ev[j]
+                m, q, p = (np.concatenate([m, em]), np.concatenate([q, eq]),
+                           np.concatenate([p, ep]))
+                self.ev_ang.append(eang)
+            else:
+                self.ev_ang.append(None)
+            self.ev_slice.append(slice(n0, m.size))
+            self.geom.append(c.lineshape.geometry(kin, m, q, p))
+            fac = 2.0 / (2 * c.spin + 1)
+            if c.pair == "kpi":
+                self.norm_w.append(norm.mq.weight_ds * fac)
+            else:
+                self.norm_w.append(model._splines[c.pair].lam * fac)
+        self._pidx = model._p_idx
+        self._ki = norm.kpi_idx
 
     def changed(self, x: np.ndarray) -> list[int]:
-        return [j for j, pi in enumerate(self.model._p_idx) if tuple(x[pi]) != self.keys[j]]
+        return [j for j, pi in enumerate(self._pidx) if tuple(x[pi]) != self.keys[j]]
 
     def update(self, x: np.ndarray, dirty: list[int] | None = None) -> list[int]:
         """Recompute components whose parameters changed; returns their indices."""
@@ -707,72 +829,86 @@ class _State:
         dset = set(dirty)
         for j in dirty:
             c = model.components[j]
-            vals = tuple(x[model._p_idx[j]])
+            vals = tuple(x[self._pidx[j]])
             self.keys[j] = vals
+            g = c.lineshape.evaluate(kin, self.geom[j], vals)
+            sl = norm.slices[j]
+            gn = g[sl["norm"]] if c.pair == "kpi" else g[sl["nodes"]]
+            nj = model._check_norm(j, float(np.dot(self.norm_w[j], gn.real**2 + gn.imag**2)))
+            self.n[j] = nj
             if c.pair == "kpi":
-                self.n[j] = model.norm_constant(j, x)
-                g = c.lineshape.evaluate(kin, norm.geom[j], vals)
-                self.rows[norm.kpos[j]] = self.n[j] * g
+                k = norm.kpos[j]
+                self.rows[k] = nj * g[sl["rows"]]
+                if norm.n_coarse and not norm.static[j]:
+                    self.rows_c[k] = nj * g[sl["coarse"]]
             else:
-                g = c.lineshape.evaluate(kin, model._spline_geom[j], vals)
-                self.n[j] = model._norm_from_nodes(j, g)
-                self.nodes[j] = self.n[j] * g
-                if j in norm.geom2d:
-                    g2 = c.lineshape.evaluate(kin, norm.geom2d[j], vals)
-                    self.full2d[j] = self.n[j] * g2.reshape(norm.grid.shape)
-        ki = norm.kpi_idx
-        dk = [j for j in dirty if j in norm.kpos]
+                self.nodes[j] = nj * gn
+                if "grid" in sl:
+                    self.full2d[j] = nj * g[sl["grid"]].reshape(norm.grid.shape)
+            if self.n_ev:
+                self.F[:, j] = nj * g[self.ev_slice[j]] * self.ev_ang[j]
+        ki = self._ki
+        N = self.N
         H = self.rows
-        for r in range(norm.n_eff):
-            N = self.N[r]
-            # K+π− block
-            if dk:
-                pos = [norm.kpos[j] for j in dk]
-                blk = np.einsum("da,ka,dka->dk", H[pos], H.conj(), norm.esel[r][pos])
-                N[np.ix_(dk, ki)] = blk
-                N[np.ix_(ki, dk)] = blk.conj().T
-            # other pairs against K+π−: N_ij = Σ_k V_ij(k) G_i(k) for static K+π− components
-            # (V_ij = Σ_a h_j*(a) K_{i,L_j}(a, k), computed once), Σ_a R_{i,L_j}(a) h_j*(a)
-            # for variable ones (R_{i,L} = K_{i,L} G_i, computed when G_i changes)
-            for i in norm.other_idx:
-                if not (i in dset or dk):
-                    continue
-                G = self.nodes[i]
-                Ki = norm.K[r][i]
-                if i in dset and self.var_lpos.size:
-                    GG = np.column_stack([G.real, G.imag])
-                    self.R[r][i] = [Ki[lp] @ GG for lp in self.var_lpos]
-                col = np.empty(ki.size, complex)
-                if self.stat_pos.size:
-                    Vm = self.V[r].get(i)
-                    if Vm is None:
-                        Vm = self.V[r][i] = np.zeros((self.stat_pos.size, G.size), complex)
-                        redo = range(self.stat_pos.size)
-                    else:
-                        redo = [s_ for s_, kk in enumerate(self.stat_pos) if int(ki[kk]) in dset]
-                    for s_ in redo:
-                        kk = self.stat_pos[s_]
-                        h = H[kk]
-                        vv = np.stack([h.real, -h.imag]) @ Ki[norm.lpos[int(norm.spins[ki[kk]])]]
-                        Vm[s_] = vv[0] + 1j * vv[1]
-                    col[self.stat_pos] = Vm @ G
-                for kk, li in zip(self.var_pos, self.var_l, strict=True):
-                    RR = self.R[r][i][li]
-                    col[kk] = np.dot(RR[:, 0] + 1j * RR[:, 1], H[kk].conj())
-                N[i, ki] = col
-                N[ki, i] = col.conj()
-            # within one other pair
-            for (i, k), kap in norm.kappa[r].items():
-                if i in dset or k in dset:
-                    val = np.dot(kap, self.nodes[i] * self.nodes[k].conj())
-                    N[i, k] = val
-                    N[k, i] = np.conj(val)
-            # two different other pairs
-            for i, k in norm.direct:
-                if i in dset or k in dset:
-                    val = np.sum(norm.WW[r][(i, k)] * self.full2d[i] * self.full2d[k].conj())
-                    N[i, k] = val
-                    N[k, i] = np.conj(val)
+        dk = [j for j in dirty if j in norm.kpos]
+        # K+π− block, all runs at once
+        if dk:
+            pos = [norm.kpos[j] for j in dk]
+            blk = np.einsum("da,ka,rdka->rdk", H[pos], H.conj(), norm.esel[:, pos])
+            for d_, j in enumerate(dk):
+                N[:, j, ki] = blk[:, d_]
+                N[:, ki, j] = blk[:, d_].conj()
+        stat_dirty = [s_ for s_, kk in enumerate(norm.stat_pos) if int(ki[kk]) in dset]
+        var_dirty = any(int(ki[kk]) in dset for kk in norm.var_pos)
+        # other pairs against K+π−: N_ij = Σ_k V_ij(k) G_i(k) for static K+π− components
+        # (V_ij = Σ_a h_j*(a) K_{i,L_j}(a, k), computed once), Σ_a R_{i,L_j}(a) h_j*(a) on
+        # the coarse rows for floating ones (R_{i,L} = Kc_{i,L} G_i, when G_i changes)
+        for i in norm.other_idx:
+            i_d = i in dset
+            if not (i_d or dk):
+                continue
+            G = self.nodes[i]
+            if norm.stat_pos.size and (i_d or stat_dirty):
+                Vm = self.V.get(i)
+                if Vm is None:
+                    Vm = self.V[i] = np.zeros((norm.n_eff, norm.stat_pos.size, G.size), complex)
+                    redo = list(range(norm.stat_pos.size))
+                else:
+                    redo = stat_dirty
+                K = norm.K[i]
+                for s_ in redo:
+                    h = H[norm.stat_pos[s_]]
+                    hh = np.stack([h.real, -h.imag])
+                    for r in range(norm.n_eff):
+                        vv = hh @ K[r, norm.stat_l[s_]]
+                        Vm[r, s_] = vv[0] + 1j * vv[1]
+                col = Vm @ G  # (R, n_stat)
+                cols = ki[norm.stat_pos]
+                N[:, i, cols] = col
+                N[:, cols, i] = col.conj()
+            if norm.var_pos.size and (i_d or var_dirty):
+                if i_d or i not in self.R:
+                    RR = norm.Kc[i] @ np.column_stack([G.real, G.imag])
+                    RR = RR.reshape(norm.n_eff, len(norm.var_lvals), norm.n_coarse, 2)
+                    self.R[i] = RR[..., 0] + 1j * RR[..., 1]
+                Rc = self.R[i][:, norm.var_l]  # (R, n_var, n_coarse)
+                col = np.einsum("rva,va->rv", Rc, self.rows_c[norm.var_pos].conj())
+                cols = ki[norm.var_pos]
+                N[:, i, cols] = col
+                N[:, cols, i] = col.conj()
+        # within one other pair
+        for (i, k), kap in norm.kappa.items():
+            if i in dset or k in dset:
+                val = kap @ (self.nodes[i] * self.nodes[k].conj())
+                N[:, i, k] = val
+                N[:, k, i] = val.conj()
+        # two different other pairs
+        for i, k in norm.direct:
+            if i in dset or k in dset:
+                val = np.sum(norm.WW[(i, k)] * (self.full2d[i] * self.full2d[k].conj()),
+                             axis=(1, 2))
+                N[:, i, k] = val
+                N[:, k, i] = val.conj()
         return dirty
 
     def amplitude_on_grid(self, c: np.ndarray) -> np.ndarray:
@@ -793,31 +929,33 @@ class _State:
         differences that must not disturb the cache)."""
         kp = self.norm.kpos
         return (list(comps), [self.keys[j] for j in comps], self.n[comps].copy(),
-                {j: self.rows[kp[j]].copy() for j in comps if j in kp},
+                {j: (self.rows[kp[j]].copy(), self.rows_c[kp[j]].copy())
+                 for j in comps if j in kp},
                 {j: self.nodes[j] for j in comps if j in self.nodes},
                 {j: self.full2d[j] for j in comps if j in self.full2d},
-                [{k: v.copy() for k, v in V.items()} for V in self.V], [dict(R) for R in self.R],
-                [N.copy() for N in self.N])
+                {k: v.copy() for k, v in self.V.items()}, dict(self.R), self.N.copy(),
+                self.F[:, comps].copy())
 
     def restore(self, snap: tuple) -> None:
-        comps, keys, n, rows, nodes, full2d, V, R, N = snap
+        comps, keys, n, rows, nodes, full2d, V, R, N, F = snap
         for j, k in zip(comps, keys, strict=True):
             self.keys[j] = k
         self.n[comps] = n
-        for j, v in rows.items():
+        for j, (v, vc) in rows.items():
             self.rows[self.norm.kpos[j]] = v
+            self.rows_c[self.norm.kpos[j]] = vc
         self.nodes.update(nodes)
         self.full2d.update(full2d)
         self.V = V
         self.R = R
-        for Nr, saved in zip(self.N, N, strict=True):
-            Nr[...] = saved
+        self.N[...] = N
+        self.F[:, comps] = F
 
 
 class DalitzNLL:
     """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
 
-    The gradient is analytic in the coefficients and the yields, and a central finite
+    The gradient is analytic in the coefficients and the yields, and a forward finite
     difference (recomputing only the affected components) in the lineshape parameters.
     """
 
@@ -868,18 +1006,16 @@ class DalitzNLL:
         self.bk_idx = (np.concatenate(model._bkg_idx) if nb_tot else np.zeros(0, int))
         self.n_runs = len(model.runs)
         self.run_masks = [self.run_of == r for r in range(self.n_runs)]
-        # event geometry per component
-        self.ev_geom = []
-        self.ev_ang = []
+        # event geometry per component (evaluated together with the grid points)
+        ev = []
         pvs = {}
         for c in model.components:
             if c.pair not in pvs:
                 pvs[c.pair] = kin.pair_variables(c.pair, self.x, self.y)
             pv = pvs[c.pair]
-            self.ev_geom.append(c.lineshape.geometry(kin, pv.m, pv.q, pv.p))
-            self.ev_ang.append(legendre(pv.cos, c.spin))
-        self.state = _State(model, model._norm)
-        self.F = np.zeros((len(model.components), self.x.size), complex).T  # column-major
+            ev.append((pv.m, pv.q, pv.p, legendre(pv.cos, c.spin)))
+        self.state = _State(model, model._norm, ev)
+        self._yield_idx = np.concatenate([model._sig_idx, self.bk_idx]).astype(int)
         self._nonlin = sorted({int(i) for pi in model._p_idx for i in pi
                                if not model.parameters.params[int(i)].fixed})
         self._nonlin_comps = {i: [j for j, pi in enumerate(model._p_idx) if i in pi]
@@ -889,26 +1025,15 @@ class DalitzNLL:
     def n_events(self) -> int:
         return int(self.x.size)
 
-    def _update(self, x: np.ndarray) -> None:
-        dirty = self.state.update(x)
-        m = self.model
-        for j in dirty:
-            c = m.components[j]
-            g = c.lineshape.evaluate(m.kin, self.ev_geom[j], self.state.keys[j])
-            self.F[:, j] = self.state.n[j] * g * self.ev_ang[j]
-
     def _terms(self, x: np.ndarray):
         m = self.model
-        self._update(x)
+        self.state.update(x)
         c = m.coefficients(x)
-        norms = np.array([np.real(c @ N @ c.conj()) for N in self.state.N])
-        nsig = x[m._sig_idx]
-        A = self.F @ c
+        norms = np.einsum("i,rij,j->r", c, self.state.N, c.conj()).real
+        A = self.state.F @ c
         a2 = A.real**2 + A.imag**2
-        scale = (nsig / norms)[self.run_of]
-        sig = a2 * self.ej * scale
-        bkg = self.bk @ x[self.bk_idx] if self.bk_idx.size else 0.0
-        tot = sig + bkg
+        sig = a2 * self.ej * (x[m._sig_idx] / norms)[self.run_of]
+        tot = sig + self.bk @ x[self.bk_idx] if self.bk_idx.size else sig
         return c, norms, A, a2, sig, tot
 
     def __call__(self, x: np.ndarray) -> float:
@@ -917,8 +1042,7 @@ class DalitzNLL:
         _, norms, _, _, _, tot = self._terms(x)
         if np.any(norms <= 0) or not np.all(np.isfinite(norms)):
             return 1e30
-        val = float(np.sum(x[m._sig_idx]) + np.sum(x[self.bk_idx])
-                    - np.sum(np.log(np.maximum(tot, 1e-300))))
+        val = float(np.sum(x[self._yield_idx]) - np.sum(np.log(np.maximum(tot, 1e-300))))
         if m._cidx.size:
             val += float(np.sum(0.5 * ((x[m._cidx] - m._cmu) / m._csig) ** 2))
         return val if math.isfinite(val) else 1e30
@@ -939,7 +1063,7 @@ class DalitzNLL:
         # coefficients: d(-sum log tot)/dc  (cartesian first)
         nsig = x[m._sig_idx]
         wev = (nsig / norms)[self.run_of] * self.ej * inv  # d tot / d|A|^2 / tot
-        S = self.F.T @ (np.conj(A) * wev)  # sum_i conj(A_i) F_ij w_i
+        S = self.state.F.T @ (np.conj(A) * wev)  # sum_i conj(A_i) F_ij w_i
         d_re = -2.0 * S.real
         d_im = 2.0 * S.imag
         for r in range(self.n_runs):
@@ -965,14 +1089,13 @@ class DalitzNLL:
         f0 = -float(np.sum(np.log(np.maximum(tot, 1e-300))))
         for i in self._nonlin:
             comps = self._nonlin_comps[i]
-            snap = (self.state.snapshot(comps), self.F[:, comps].copy())
+            snap = self.state.snapshot(comps)
             p = m.parameters.params[i]
             h = 1e-4 * max(p.error_guess, 1e-3)
             xs = x.copy()
             xs[i] = x[i] + h if x[i] + h <= p.limits[1] else x[i] - h
             g[i] += (self._value_no_constraint(xs) - f0) / (xs[i] - x[i])
-            self.state.restore(snap[0])
-            self.F[:, comps] = snap[1]
+            self.state.restore(snap)
         g[~m.parameters.free_mask] = 0.0
         return g
 

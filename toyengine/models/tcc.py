@@ -39,7 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "signal": "bw",            # bw | unitarised | none
     "L": 1,
     "radius": 3.5,             # GeV^-1
-    "decay_structure": "DD_pi",  # DD_pi: m_A = 2 m_D0, m_B = m_pi+; D_Dpi: m_A = m_D0, m_B = m_D0 + m_pi+
+    # DD_pi: m_A = 2 m_D0, m_B = m_pi+; D_Dpi: m_A = m_D0, m_B = m_D0 + m_pi+
+    "decay_structure": "DD_pi",
     "resolution": "double_gaussian",  # or apollonios, cb2, student_t, johnson_su, novosibirsk
     "resolution_scale": 1.05,
     "background_order": 2,
@@ -95,7 +96,8 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         elif opts["decay_structure"] == "D_Dpi":
             m_a, m_b = M_D0, M_D0 + M_PI
         else:
-            msg = f"tcc model: decay_structure must be 'DD_pi' or 'D_Dpi', got {opts['decay_structure']!r}"
+            msg = ("tcc model: decay_structure must be 'DD_pi' or 'D_Dpi', got "
+                   f"{opts['decay_structure']!r}")
             raise ModelError(msg)
         shape = RelativisticBW("delta_m", "gamma", TCC_OFFSET, m_a, m_b, int(opts["L"]),
                                float(opts["radius"]))

@@ -30,8 +30,9 @@ What is computed, and how
   (``matching="code"``; ``mmikhasenko/Tcc2DDpi.jl`` ``settings.json``, PHYSICS.md §3.2).
 * ϱ_f is tabulated once on a non-uniform grid in E = √s − (m_D*+ + m_D0) (spacing 7 % of the
   distance to the complex D*D branch points, at most 0.15 MeV near threshold) and
-  interpolated with cubic splines (relative error < 1e-5 above the D0D0π+ threshold − 4 MeV).
-* ξ(s): ϱ_tot is represented by a piecewise-linear function on a 4× refined grid up to
+  interpolated with cubic splines (relative error < 1e-5 for E > −4 MeV; larger only near
+  the three-body thresholds, where ϱ_f is tiny).
+* ξ(s): ϱ_tot is represented by a piecewise-linear function on an 8× refined grid up to
   E = 500 MeV, whose Cauchy integral is exact in closed form (sums of (s − s_j) log(s_j − s)),
   plus the analytic c_f Φ tail beyond that by Gauss–Legendre quadrature in t = s_max/s'. The
   same formula evaluated at complex s gives Σ on the first sheet (Eq. 63).
@@ -508,6 +509,34 @@ def _cauchy_pl(s_nodes: NDArray, g_nodes: NDArray, s: NDArray) -> NDArray:
     return h + last - first
 
 
+def dispersion_integral(s_nodes: ArrayLike, rho_nodes: ArrayLike, s: ArrayLike,
+                        tail: Any = None, n_tail: int = 48) -> NDArray:
+    """(s/2π) ∫_{s_0}^∞ ϱ(s') / (s'(s' − s)) ds' (seed 002 Eqs. 57, 63), complex result.
+
+    ϱ is the piecewise-linear function through (``s_nodes``, ``rho_nodes``) on
+    [s_0, s_N] (its Cauchy integral is exact in closed form) plus, if given, ``tail(s')``
+    beyond s_N, integrated with an ``n_tail``-point Gauss–Legendre rule in t = s_N/s'
+    (``tail`` must be smooth in t and bounded as s' → ∞). Real ``s`` means s + i0, so the
+    result is ξ(s) + iϱ(s)/2; complex ``s`` gives the analytic function of the first sheet.
+    Uses s/(s'(s' − s)) = 1/(s' − s) − 1/s'. Evaluation points must lie below s_N.
+    """
+    s_nodes = np.asarray(s_nodes, dtype=float)
+    rho_nodes = np.asarray(rho_nodes, dtype=float)
+    s = np.asarray(s)
+    if np.any(np.real(s) >= s_nodes[-1]):
+        msg = "dispersion_integral: evaluation points must lie below the last node"
+        raise ModelError(msg)
+    h0 = _cauchy_pl(s_nodes, rho_nodes, np.zeros(1))[0]
+    out = (_cauchy_pl(s_nodes, rho_nodes, s) - h0) / _TWO_PI
+    if tail is not None:
+        tx, tw = _leggauss(int(n_tail))
+        t = 0.5 * (tx + 1.0)
+        w = 0.5 * tw * np.asarray(tail(s_nodes[-1] / t), dtype=float)
+        sc = s[..., None]
+        out = out + np.sum(w * sc / (s_nodes[-1] - sc * t), axis=-1) / _TWO_PI
+    return out
+
+
 @dataclass(frozen=True)
 class _ChannelTable:
     """ϱ_f term values (unit couplings) on an E grid from the channel threshold to E*."""
@@ -656,41 +685,33 @@ class UnitarisedModel:
         c = self.constants
         feats2 = ((0.0, 0.5e3 * c.gamma_dstar_plus),
                   (1e3 * (c.m_dstar0 + c.m_d_plus - self.threshold), 0.5e3 * c.gamma_dstar0))
-        self._src: list[tuple[NDArray, NDArray, complex]] = []
+        self._src: list[tuple[NDArray, NDArray]] = []
         tail = _graded_grid(self.e_star, self.E_MAX_DISP, feats2, alpha=0.02, h_max=5.0,
                             far=1e9)
         for i in range(3):
             e_nodes = self._rho_nodes[i][0]
-            fine = np.concatenate([np.linspace(e_nodes[j], e_nodes[j + 1], 5)[:-1]
+            fine = np.concatenate([np.linspace(e_nodes[j], e_nodes[j + 1], 9)[:-1]
                                    for j in range(e_nodes.size - 1)])
             e_src = np.concatenate([fine, tail])
-            s_nodes, g_nodes = self.s(e_src), self.rho(e_src, i)
-            h0 = complex(_cauchy_pl(s_nodes, g_nodes, np.zeros(1))[0])
-            self._src.append((s_nodes, g_nodes, h0))
-        tx, tw = _leggauss(48)
-        self._s_max = float(self.s(self.E_MAX_DISP))
-        self._tail_t = 0.5 * (tx + 1.0)
-        self._tail_w = 0.5 * tw * self.rho(self.e_of_s(self._s_max / self._tail_t))
+            self._src.append((self.s(e_src), self.rho(e_src, i)))
         feats = (*feats2, (self.e_star, 0.05))
         self._xi_e = _graded_grid(self.E_MIN_XI, self.E_MAX_XI, feats, alpha=0.07, h_max=0.3)
         self._xi_spline = CubicSpline(self._xi_e, self.xi_exact(self._xi_e))
         self._xi_fast = _FastSpline(self._xi_spline)
 
-    def _tail(self, s: NDArray) -> NDArray:
-        """(1/2π) ∫_{s_max}^∞ ϱ_tot(s') s/(s'(s' − s)) ds' with s' = s_max/t (Gauss–Legendre
-        in t; ϱ_tot = Σ c_f Φ there, smooth in t)."""
-        sc = np.asarray(s)[..., None]
-        val = np.sum(self._tail_w * sc / (self._s_max - sc * self._tail_t), axis=-1)
-        return val / _TWO_PI
+    def _tail_rho(self, i: int) -> Any:
+        ch = self.channels[i]
+        ci = self.c[i]
+        return lambda s: ci * two_body_rho(s, *ch.two_body)
 
     def sigma_unsubtracted(self, s: ArrayLike) -> NDArray:
-        """(s/2π) ∫ ϱ_tot(s')/(s'(s' − s)) ds' (Eqs. 57, 63): ξ(s) + iϱ_tot/2 for real s
-        (limit from above), the first-sheet analytic function for complex s."""
+        """(s/2π) ∫ ϱ_tot(s')/(s'(s' − s)) ds' (Eqs. 57, 58, 63): ξ(s) + iϱ_tot/2 for real s
+        (limit from above), the first-sheet analytic function for complex s. Each channel
+        integral starts at its own threshold (Eq. 58); beyond E = 500 MeV the matched form
+        c_f Φ is integrated analytically-smoothly (:func:`dispersion_integral`)."""
         s = np.asarray(s)
-        total = 0.0
-        for s_nodes, g_nodes, h0 in self._src:
-            total = total + (_cauchy_pl(s_nodes, g_nodes, s) - h0) / _TWO_PI
-        return total + self._tail(s)
+        return sum(dispersion_integral(sn, gn, s, tail=self._tail_rho(i))  # type: ignore[return-value]
+                   for i, (sn, gn) in enumerate(self._src))
 
     def xi_exact(self, e: ArrayLike) -> NDArray:
         """ξ(s(E)) (Eq. 57) from the dispersion integral (no table)."""

@@ -150,6 +150,42 @@ def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
     )
 
 
+def ensemble_table(ds: xr.Dataset) -> Table | None:
+    """Mean and RMS of the fitted parameters of interest per variant and hypothesis, over
+    converged fits — the shape of seed 002's Table 2 (cross-check ensembles). ``None`` when
+    the study names no ``poi`` present in the store."""
+    poi = [p for p in str(ds.attrs.get("poi", "")).split() if p in list(ds["param"].values)]
+    if not poi:
+        return None
+    names = [str(n) for n in ds["variant_name"].values]
+    rows, raw = [], []
+    for v, vname in enumerate(names):
+        for h in [str(x) for x in ds["hypothesis"].values]:
+            ok = np.asarray(ds["valid"].isel(variant=v).sel(hypothesis=h).values, dtype=bool)
+            for p in poi:
+                vals = np.asarray(ds["value"].isel(variant=v).sel(hypothesis=h, param=p).values)
+                vals = vals[ok & np.isfinite(vals)]
+                if vals.size == 0:
+                    continue
+                mean = float(vals.mean())
+                rms = float(vals.std(ddof=1)) if vals.size > 1 else float("nan")
+                err = rms / np.sqrt(vals.size) if vals.size > 1 else float("nan")
+                rows.append((vname, h, p, str(vals.size), f"{fmt_num(mean, 4)} ± {fmt_num(err, 2)}",
+                             fmt_num(rms, 3)))
+                raw.append((vname, h, p, int(vals.size), mean, err, rms))
+    if not rows:
+        return None
+    return Table(
+        title="Ensembles: mean and RMS of the parameters of interest",
+        headers=tuple(Cell.of(c) for c in ("variant", "hypothesis", "param", "n", "mean", "RMS")),
+        rows=tuple(tuple(Cell.of(c) for c in r) for r in rows),
+        csv_header=("variant", "hypothesis", "param", "n", "mean", "mean_error", "rms"),
+        csv_rows=tuple(raw),
+        notes=("converged fits only; mean error = RMS/√n.",),
+        align="lll",
+    )
+
+
 def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
     kind = str(ds.attrs.get("kind", ""))
     tables: list[Table] = [failed_table(ds)]
@@ -183,6 +219,10 @@ def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
         if pt.rows:
             tables.extend(pt.tables())
         data["pulls"] = pt.to_dict()
+    ens = ensemble_table(ds)
+    if ens is not None:
+        tables.append(ens)
+        data["ensembles"] = [dict(zip(ens.csv_header, r, strict=True)) for r in ens.csv_rows]
     if kind in SYSTEMATIC_KINDS:
         st = systematic_table(ds)
         tables.extend(st.tables())

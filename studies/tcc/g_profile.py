@@ -1,0 +1,52 @@
+"""|g| likelihood profile and its lower limits (seed 002, "Unitarised Breit–Wigner shape").
+
+Generates a reference pseudo-data set from the default unitarised model (delta_m_U =
+-359 keV, |g| -> infinity, recorded seed), then for the default model and each alternative
+resolution model profiles |g| (fix |g|, refit everything else) and reads the lower limits
+where -Delta ln L crosses 1.35 (90 % CL) and 1.92 (95 % CL). The most conservative limit over
+the alternatives is the one quoted with systematics (seed 002: |g| > 5.1 (4.3) GeV on data).
+
+Usage: python studies/tcc/g_profile.py [--seed 2022] [--points 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from toyengine.models.tcc import build_tcc
+from toyengine.profile import most_conservative, one_sided_limit, profile_scan
+
+ALTERNATIVES = {"default": {}, "apollonios": {"resolution": "apollonios"},
+                "student_t": {"resolution": "student_t"}, "scale 1.1": {"resolution_scale": 1.1}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=2022)
+    ap.add_argument("--points", type=int, default=25)
+    args = ap.parse_args()
+
+    truth = build_tcc({"signal": "unitarised"})
+    truth.parameters = truth.parameters.updated({"n_sig": 186.0, "n_bkg": 700.0})
+    data = truth.sample(truth.parameters.values, np.random.default_rng(args.seed))
+    print(f"reference data: {len(data)} events (seed {args.seed})")
+    grid = np.geomspace(0.2, 200.0, args.points)  # GeV
+    scans = {}
+    for label, opts in ALTERNATIVES.items():
+        model = build_tcc({"signal": "unitarised", "unitarised": {"g": 50.0}, **opts})
+        model.parameters = model.parameters.updated({"n_sig": 186.0, "n_bkg": 700.0,
+                                                     "g": {"value": 50.0}})
+        scan = profile_scan(model.nll(data), model.parameters, "g", grid)
+        scans[label] = scan
+        lim90 = one_sided_limit(scan, 0.90, "lower")
+        lim95 = one_sided_limit(scan, 0.95, "lower")
+        print(f"{label:>12}: |g| > {lim90:.2f} GeV (90% CL), > {lim95:.2f} GeV (95% CL)")
+    for level in (0.90, 0.95):
+        c = most_conservative(scans, level, "lower")
+        print(f"most conservative at {level:.0%} CL: |g| > {c.value:.2f} GeV ({c.label})")
+
+
+if __name__ == "__main__":
+    main()

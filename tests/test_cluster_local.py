@@ -126,13 +126,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HandCluster]:
 
 def test_scripts_start_separate_processes_and_stop_them(cluster: HandCluster) -> None:
     procs = cluster.processes()
-    assert [p[0] for p in procs][0] == "scheduler" and len(procs) == 3
+    assert len(procs) == 3 and procs[0][0] == "scheduler"
     assert cluster.address.startswith("tcp://127.0.0.1:")
     assert all(_alive(pid) for _n, pid, _k in procs)
     assert len({pid for _n, pid, _k in procs}) == 3
     from distributed import Client
 
-    with Client(cluster.address, timeout="10s") as client:
+    with Client(cluster.address, timeout="10s", set_as_default=False) as client:
         info = client.scheduler_info()
         assert len(info["workers"]) == 2
         assert all(w["nthreads"] == 1 for w in info["workers"].values())
@@ -157,7 +157,7 @@ def test_hand_started_cluster_gives_identical_results(reference: Path, cluster: 
 
         return len(recipe._MODEL_CACHE)
 
-    with Client(cluster.address, timeout="10s") as client:
+    with Client(cluster.address, timeout="10s", set_as_default=False) as client:
         per_worker = client.run(cached_models)
     assert len(per_worker) == 2 and all(n > 0 for n in per_worker.values()), per_worker
 

@@ -182,22 +182,24 @@ def profile_config(profile: str | Path | None = None) -> Iterator[dict[str, Any]
         dask.config.config.update(saved)
 
 
-def _set_flag(args: list[str], flag: str, value: str | None) -> list[str]:
-    """``args`` without ``flag X`` / ``flag=X``, then with ``flag value`` appended."""
+def _set_flag(args: list[str], flag: str, value: str) -> list[str]:
+    """``args`` with ``flag X`` / ``flag=X`` set to ``flag value``: in place of the first
+    occurrence (later ones dropped), else appended."""
     out: list[str] = []
-    skip = False
+    placed = skip = False
     for a in args:
         if skip:
             skip = False
             continue
-        if a == flag:
-            skip = True
-            continue
-        if a.startswith(flag + "="):
+        if a == flag or a.startswith(flag + "="):
+            skip = a == flag
+            if not placed:
+                out += [flag, value]
+                placed = True
             continue
         out.append(a)
-    if value is not None:
-        out += [flag, str(value)]
+    if not placed:
+        out += [flag, value]
     return out
 
 
@@ -596,14 +598,30 @@ def _seconds_per_toy(spec: Any, budget: float) -> float:
 
 def _first_submission(cluster: Any, jobs: int) -> None:
     """Submit the first ``jobs`` jobs and wait for the submit commands, so that a
-    failing ``sbatch``/``condor_submit`` is an error here, not a log line."""
-    cluster.scale(jobs=jobs)
-    correct = getattr(cluster, "_correct_state", None)
-    if correct is None:  # pragma: no cover - other distributed versions
-        return
+    failing ``sbatch``/``condor_submit`` is an error here, not a log line (with
+    ``adapt`` the cluster would otherwise wait for workers forever).
+
+    This is ``cluster.scale(jobs=jobs)`` done synchronously: the same ``worker_spec``
+    update, then the cluster's own state correction awaited.
+    """
+
+    async def scale_and_wait() -> None:
+        while len(cluster.worker_spec) < jobs:
+            cluster.worker_spec.update(cluster.new_worker_spec())
+        await cluster._correct_state()
+
     try:
-        cluster.sync(correct)
+        cluster.sync(scale_and_wait)
     except RuntimeError as exc:
+        from distributed.core import Status
+
+        # forget the jobs that were never submitted (marked failed, as distributed
+        # expects of a job whose start raised), so that close() cancels only the rest
+        for name, job in list(cluster.workers.items()):
+            if getattr(job, "job_id", None) is None:
+                job.status = Status.failed
+                del cluster.workers[name]
+                cluster.worker_spec.pop(name, None)
         msg = f"submitting the {jobs} worker job(s) failed:\n{exc}"
         raise ClusterError(msg) from exc
 

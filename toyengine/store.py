@@ -210,4 +210,6 @@ def open_results(path: str | Path) -> xr.Dataset:
     StoreInfo(path)  # validates the format
     from . import summary  # noqa: F401 - registers the ``ds.toys`` accessor
 
-    return xr.open_zarr(path, consolidated=False)
+    # chunks=None: lazily indexed numpy arrays, not dask — reads stay in this process even
+    # when a distributed Client is active (workers may not see the store)
+    return xr.open_zarr(path, consolidated=False, chunks=None)

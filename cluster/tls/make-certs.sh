@@ -22,8 +22,8 @@
 # on it: keep DIR private (it is, mode 700) and make a new CA per cluster/user.
 #
 # Uses openssl when it is installed; otherwise falls back to Python's 'cryptography'
-# package (`toyengine cluster make-certs`). Without either, `--tls-config temporary`
-# (distributed's Security.temporary(), itself built on 'cryptography') is the only TLS.
+# package (`toyengine cluster make-certs`). Without either there is no TLS: install one
+# (distributed's Security.temporary(), `--tls-config temporary`, needs 'cryptography' too).
 set -euo pipefail
 
 OUT=./dask-tls

@@ -202,3 +202,18 @@ def test_bad_core_inputs_raise_model_error_naming_the_problem():
     with pytest.raises(ModelError, match="'zz'"):
         Model1D(Observable("x", 2.0, 3.0), [Component("s", "zz", shape, convolve=False)],
                 ParameterSet((Parameter("m", 2.5), Parameter("w", 0.1))))
+
+
+def test_multistart_keeps_the_global_minimum_over_a_false_valid_one():
+    """Seed-fixed significance toy where a randomised start converges "valid" to a false
+    minimum 122 units of −ln L above the nominal start's (invalid: parameters at limits)
+    minimum: the fitter must keep the lower one."""
+    from toyengine.fit import FitResult, _better
+
+    params = build_tcc({}).parameters
+    low = FitResult.failed(params, "")
+    low = FitResult(**{**low.__dict__, "nll": -2359.7, "valid": False, "status": 2})
+    high = FitResult(**{**low.__dict__, "nll": -2237.7, "valid": True, "status": 1})
+    near = FitResult(**{**low.__dict__, "nll": -2359.68, "valid": True, "status": 1})
+    assert _better(low, high) and not _better(high, low)
+    assert _better(near, low) and not _better(low, near)

@@ -83,8 +83,9 @@ def _start_points(params: ParameterSet, starts: int,
                   rng: np.random.Generator | None) -> list[np.ndarray]:
     """The nominal start, then ``starts - 1`` randomised ones.
 
-    Free parameters with finite limits are drawn uniformly inside them; otherwise from a
-    Gaussian of width 3 × the step guess around the nominal value (clipped to limits).
+    Each free parameter is drawn uniformly within ``value ± 10 steps`` (its ``step``, or the
+    error guess), clipped to its limits: wide enough to leave a local minimum, narrow
+    enough not to start a yield with limits [0, 1e6] at 5e5.
     """
     x0 = params.values
     points = [x0]
@@ -97,10 +98,9 @@ def _start_points(params: ParameterSet, starts: int,
                 if p.fixed:
                     continue
                 lo, hi = p.limits
-                if math.isfinite(lo) and math.isfinite(hi):
-                    x[i] = rng.uniform(lo, hi)
-                else:
-                    x[i] = np.clip(p.value + 3 * p.error_guess * rng.standard_normal(), lo, hi)
+                half = 10.0 * p.error_guess
+                a, b = max(lo, p.value - half), min(hi, p.value + half)
+                x[i] = rng.uniform(a, b) if b > a else p.value
             points.append(x)
     return points
 
@@ -192,7 +192,8 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Start values, limits and fixed flags.
     starts : int
         Number of starts: the nominal one plus ``starts - 1`` randomised ones (drawn from
-        ``rng``). The lowest valid minimum is kept; if none is valid the lowest minimum.
+        ``rng``). The lowest minimum is kept; a valid one is preferred if it is within
+        ``VALID_PREFERENCE`` of the lowest (see :func:`_better`).
     rng : numpy.random.Generator, optional
         Source of the randomised starts (needed for reproducibility when ``starts > 1``).
     minos : bool
@@ -220,11 +221,23 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
 
 
 def _better(a: FitResult, b: FitResult) -> bool:
-    """Is ``a`` a better minimum than ``b``? Valid beats invalid, then lower −ln L."""
-    if a.valid != b.valid:
-        return a.valid
+    """Is ``a`` a better minimum than ``b``?
+
+    The lower −ln L wins, except that a valid minimum is preferred to an invalid one whose
+    −ln L is lower by less than ``VALID_PREFERENCE`` (a valid fit at essentially the same
+    point). A "valid" minimum far above another one is a false minimum, not a result.
+    """
     if not math.isfinite(a.nll):
         return False
     if not math.isfinite(b.nll):
         return True
+    if a.valid != b.valid:
+        valid, invalid = (a, b) if a.valid else (b, a)
+        prefer_valid = valid.nll - invalid.nll < VALID_PREFERENCE
+        return (a is valid) == prefer_valid
     return a.nll < b.nll
+
+
+#: −ln L margin within which a valid minimum beats a lower invalid one (0.05 in −ln L is
+#: 0.1 in Δ(−2 ln L), far below any statistical resolution)
+VALID_PREFERENCE = 0.05

@@ -127,6 +127,12 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             m.migrad()
             if m.fmin is not None and m.fmin.is_valid:
                 m.hesse()
+                if not m.fmin.is_valid:
+                    # HESSE's exact covariance can push the EDM above tolerance (often
+                    # after a strategy-0 MIGRAD): continue MIGRAD from there, then HESSE
+                    m.migrad()
+                    if m.fmin.is_valid:
+                        m.hesse()
             fmin = m.fmin
             valid = bool(fmin.is_valid and fmin.has_covariance and fmin.has_posdef_covar
                          and math.isfinite(fmin.fval))

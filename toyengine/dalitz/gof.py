@@ -67,16 +67,26 @@ class AdaptiveBinning:
 
 def _expected(model: DalitzModel, x: np.ndarray, binning: AdaptiveBinning,
               n_m_nodes: int, n_th: int) -> np.ndarray:
-    """Expected counts per bin: Gauss–Legendre in m' inside every slice, cumulative
-    trapezoid in θ' interpolated at the slice's bin edges."""
-    xg, wg = np.polynomial.legendre.leggauss(n_m_nodes)
+    """Expected counts per bin: Gauss–Legendre in m' inside every slice (split where the
+    vetoes or the LASS cut-off make the density jump), cumulative trapezoid in θ'
+    interpolated at the slice's bin edges."""
+    from .integration import composite_gauss_legendre
+
+    kin, v = model.kin, model.vetoes
+    lo, hi = kin.mass_range("kpi")
+    # m' of every edge where the density jumps or kinks along m' (vetoes, LASS cut-off)
+    masses = [lo + v.border, hi - v.border, *v.kink_masses(kin),
+              *(v.d0 if v.d0 is not None else ()),
+              *(c.lineshape.cutoff for c in model.components
+                if c.lineshape.kind in ("lass", "lass_nr"))]
+    jumps = np.sort(kin.mprime_from_m(np.array(masses)))
     th_grid = np.linspace(0.0, 1.0, n_th + 1)
     n_m = binning.th_edges.shape[0]
     out = np.zeros((n_m, binning.th_edges.shape[1] - 1))
     for k in range(n_m):
         a, b = binning.mp_edges[k], binning.mp_edges[k + 1]
-        mps = a + 0.5 * (b - a) * (xg + 1.0)
-        ws = 0.5 * (b - a) * wg
+        edges = [a, *jumps[(jumps > a) & (jumps < b)], b]
+        mps, ws = composite_gauss_legendre(edges, n_m_nodes, b - a)
         MP, TH = np.meshgrid(mps, th_grid, indexing="ij")
         X, Y = model.kin.dp_from_sdp(MP.ravel(), TH.ravel())
         dens = np.zeros(MP.size)

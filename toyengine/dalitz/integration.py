@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -34,12 +35,12 @@ def composite_gauss_legendre(edges: Sequence[float], n: int,
     ``edges``, every panel being split further so that none is wider than ``max_width``."""
     x0, w0 = np.polynomial.legendre.leggauss(n)
     nodes, weights = [], []
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    for a, b in pairwise(edges):
         if b <= a:
             continue
         k = max(1, int(np.ceil((b - a) / max_width - 1e-9)))
         sub = np.linspace(a, b, k + 1)
-        for lo, hi in zip(sub[:-1], sub[1:], strict=True):
+        for lo, hi in pairwise(sub):
             h = 0.5 * (hi - lo)
             nodes.append(lo + h * (x0 + 1.0))
             weights.append(h * w0)

@@ -205,7 +205,8 @@ class DalitzKinematics:
         cos = np.where(den > 0, cos, 0.0)
         return PairVariables(m, q, p, np.clip(cos, -1.0, 1.0))
 
-    def y_from_pair(self, pair: str, m: np.ndarray, cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def y_from_pair(self, pair: str, m: np.ndarray,
+                    cos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """DP point ``(x, y)`` from the mass and helicity cosine of ``pair`` (inverse map)."""
         pr = PAIRS[pair]
         ms = self.masses

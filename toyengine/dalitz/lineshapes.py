@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
-from .kinematics import PAIRS, DalitzKinematics, two_body_momentum
+from .kinematics import PAIRS, DalitzKinematics
 
 __all__ = [
     "KINDS",

@@ -52,6 +52,19 @@ class SDPSpline:
         v = self.spline.ev(np.clip(mpb, 0.0, 1.0), np.clip(thb, 0.0, 1.0))
         return np.clip(v, 0.0, None).reshape(shape)
 
+    def on_rows(self, mp_rows: np.ndarray, thp: np.ndarray, indptr: np.ndarray) -> np.ndarray:
+        """Values at points grouped in rows of constant ``m'``: row ``a`` holds
+        ``thp[indptr[a]:indptr[a+1]]`` (increasing) at ``m' = mp_rows[a]``. Same values as
+        :meth:`__call__`, evaluated row by row on FITPACK's tensor path (much faster)."""
+        out = np.empty(thp.size)
+        sp = self.spline
+        for a in range(mp_rows.size):
+            lo, hi = indptr[a], indptr[a + 1]
+            if hi > lo:
+                t = np.clip(thp[lo:hi], 0.0, 1.0)
+                out[lo:hi] = sp(np.clip(mp_rows[a], 0.0, 1.0), t, grid=True)[0]
+        return np.clip(out, 0.0, None)
+
 
 @dataclass(frozen=True, eq=False)
 class SDPHistogram:
@@ -91,7 +104,8 @@ class SDPHistogram:
             raise ModelError(msg)
         for nm, ed in (("mprime_edges", mx), ("thprime_edges", tx)):
             if ed.ndim != 1 or ed.size < 5:
-                msg = f"{where}: '{nm}' must be 1-D with >= 5 edges (4 bins for a cubic spline), got shape {ed.shape}"
+                msg = (f"{where}: '{nm}' must be 1-D with >= 5 edges (4 bins for a cubic "
+                       f"spline), got shape {ed.shape}")
                 raise ModelError(msg)
             if not np.all(np.isfinite(ed)) or np.any(np.diff(ed) <= 0):
                 msg = f"{where}: '{nm}' must be finite and strictly increasing"
@@ -122,7 +136,8 @@ class SDPHistogram:
             msg = f"{where}: 'errors' must be finite and >= 0"
             raise ModelError(msg)
         if not np.any(v > 0):
-            what = "efficiency is zero everywhere" if self.kind == "efficiency" else "map is empty (all bins zero)"
+            what = ("efficiency is zero everywhere" if self.kind == "efficiency"
+                    else "map is empty (all bins zero)")
             msg = f"{where}: {what}"
             raise ModelError(msg)
         object.__setattr__(self, "values", v)
@@ -230,7 +245,8 @@ class SDPHistogram:
             nonempty = np.flatnonzero(v.ravel() > 0)
             k = min(int(n_bins), nonempty.size)
             if k < 1 or radius < 0:
-                msg = f"{self.kind} map {self.source}: correlated smearing needs n_bins >= 1, radius >= 0"
+                msg = (f"{self.kind} map {self.source}: correlated smearing needs n_bins >= 1, "
+                       "radius >= 0")
                 raise ModelError(msg)
             anchors = rng.choice(nonempty, size=k, replace=False)
             zk = rng.standard_normal(k)
@@ -241,7 +257,8 @@ class SDPHistogram:
                 d = np.maximum(np.abs(ii - ai), np.abs(jj - aj))
                 z += za * np.clip(1.0 - d / (radius + 1.0), 0.0, None)
         else:
-            msg = f"{self.kind} map {self.source}: smearing mode must be 'independent' or 'correlated', got {mode!r}"
+            msg = (f"{self.kind} map {self.source}: smearing mode must be 'independent' or "
+                   f"'correlated', got {mode!r}")
             raise ModelError(msg)
         new = np.clip(v + e * z, 0.0, None)
         src = f"{self.source} [smeared: {mode}]"

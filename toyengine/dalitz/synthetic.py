@@ -7,7 +7,7 @@ attached to the bins mimic the statistics the paper's histograms would have had:
 
 - efficiency, 25 × 25 bins: binomial errors for ``N_GEN_PER_BIN`` simulated decays per bin
   (SDP-uniform simulation, seed 000 §6.3), ≈ 7 % per bin;
-- backgrounds, 12 × 12 bins, Run 1 + Run 2 merged (seed 000 §6.2): sPlot-weighted counts
+- backgrounds, 10 × 10 bins, Run 1 + Run 2 merged (seed 000 §6.2): sPlot-weighted counts
   with errors ``sqrt(SPLOT_INFLATION · n)``.
 
 Shapes: lower efficiency at high m(K+π−) (small m', a soft ηc… in this toy a smooth dip) and
@@ -27,7 +27,7 @@ __all__ = ["N_GEN_PER_BIN", "SPLOT_INFLATION", "background_maps", "efficiency_ma
 N_GEN_PER_BIN = 16000
 SPLOT_INFLATION = 2.0
 EFF_BINS = (25, 25)
-BKG_BINS = (12, 12)
+BKG_BINS = (10, 10)
 BKG_TOTALS = {"comb": 600.0, "nr": 500.0}
 
 

@@ -56,7 +56,7 @@ COEFFICIENTS: dict[str, tuple[float, float]] = {
     "kst0_1430": (0.6, 0.3),
     "kst0_700": (0.3, 0.1),
     "nr": (0.3, -0.2),
-    "zc": (0.24, 0.13),
+    "zc": (0.25, 0.135),
 }
 
 #: initial step sizes of the coefficients (≈ their errors with ~2000 decays; MIGRAD builds its
@@ -73,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "r_kpi": 4.0,
     "r_etacpi": 4.0,
     "extra": [],
-    "swave": "lass_split",
+    "swave": "lass",
     "lass": {"m": 1427.0, "w": 256.0, "a": 3.1, "r": 7.0, "cutoff": 1.7,
              "m_constraint": [1430.0, 50.0], "w_constraint": [270.0, 80.0]},
     "coefficients": "cartesian",
@@ -168,10 +168,13 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         ``extra``
             Additional K+π− resonances from ``["kst3_1780", "kst4_2045"]`` (§7).
         ``swave``
-            ``"lass_split"`` (default: LASS resonant term and LASS slowly varying term as
-            two amplitudes — the "NR term" of PHYSICS.md §1.6), ``"lass"`` (one LASS
-            amplitude + flat NR) or ``"rbw"`` (the §7 alternative: K*0(1430) and K*0(700)
-            RBWs + flat NR).
+            ``"lass"`` (default: one LASS amplitude, Eq. 9 with both terms, plus a flat NR
+            amplitude — "eight amplitudes: seven resonances and one NR term", seed 000
+            §6.5), ``"lass_split"`` (the LASS resonant and slowly varying terms as two
+            amplitudes, Laura++ LASS_BW + LASS_NR, as the "NR term"; a and r are then nearly
+            degenerate with the two coefficients) or ``"rbw"`` (the §7 alternative:
+            K*0(1430) and K*0(700) RBWs + flat NR). PHYSICS.md §1.6 leaves the choice open
+            ([A]); ``"lass"`` gives a and r uncertainties like the paper's (±1.0, ±2.4).
         ``lass``
             LASS start values ``m``, ``w`` (MeV), ``a``, ``r`` (GeV⁻¹), ``cutoff`` (GeV),
             and the Gaussian constraints ``m_constraint``/``w_constraint`` [mean, σ] (MeV)
@@ -232,7 +235,8 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         msg = f"zc4100 model: swave must be 'lass_split', 'lass' or 'rbw', got {opts['swave']!r}"
         raise ModelError(msg)
     if opts["coefficients"] not in ("cartesian", "polar"):
-        msg = f"zc4100 model: coefficients must be 'cartesian' or 'polar', got {opts['coefficients']!r}"
+        msg = ("zc4100 model: coefficients must be 'cartesian' or 'polar', got "
+               f"{opts['coefficients']!r}")
         raise ModelError(msg)
     if opts["yields"] not in ("fixed", "constrained"):
         msg = f"zc4100 model: yields must be 'fixed' or 'constrained', got {opts['yields']!r}"
@@ -282,7 +286,8 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
                 m = m + t["dm"] * rng.standard_normal()
                 w = max(w + t["dw"] * rng.standard_normal(), 0.1 * t["w"])
             else:
-                msg = f"zc4100 model: draw_kind must be 'uniform' or 'gaussian', got {opts['draw_kind']!r}"
+                msg = ("zc4100 model: draw_kind must be 'uniform' or 'gaussian', got "
+                       f"{opts['draw_kind']!r}")
                 raise ModelError(msg)
         params.append(Parameter(f"m_{name}", m, fixed=True))
         params.append(Parameter(f"w_{name}", w, (0.0, math.inf), fixed=True))
@@ -383,7 +388,8 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         for key in ["sig", *(b[0] for b in bkgs)]:
             val, sig = (float(v) for v in yv[run][key])
             if not (val >= 0 and sig > 0):
-                msg = f"zc4100 model: yield_values[{run!r}][{key!r}] = {yv[run][key]} needs value >= 0, sigma > 0"
+                msg = (f"zc4100 model: yield_values[{run!r}][{key!r}] = {yv[run][key]} "
+                       "needs value >= 0, sigma > 0")
                 raise ModelError(msg)
             fixed = opts["yields"] == "fixed"
             params.append(Parameter(f"n_{key}_{run}", val, (0.0, math.inf), fixed=fixed,

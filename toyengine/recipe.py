@@ -193,7 +193,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             a["nfcn"][i, h] = res.nfcn
             a["fit_time"][i, h] = res.time
             a["status"][i, h] = res.status
-            gof = getattr(model, "gof_statistic", None)
+            gof = getattr(model, "gof_statistic", None) if spec.kind == "goodness_of_fit" else None
             if gof is not None and res.valid:
                 try:
                     a["gof"][i, h] = float(gof(data, res.values))

@@ -186,6 +186,45 @@ def ensemble_table(ds: xr.Dataset) -> Table | None:
     )
 
 
+def gof_table(ds: xr.Dataset) -> Table | None:
+    """Toy distribution of the goodness-of-fit statistic (``gof``) and the toy-based p-value
+    of the observed value (``observed_t`` attribute, from the study's ``test.observed``):
+    the fraction of toys with a larger statistic, with its Clopper–Pearson interval
+    (seed 000 §6.4)."""
+    if "gof" not in ds or str(ds.attrs.get("kind", "")) != "goodness_of_fit":
+        return None
+    from .significance import empirical_pvalue
+
+    rows, raw = [], []
+    obs = float(ds.attrs.get("observed_t", float("nan")))
+    for h in [str(x) for x in ds["hypothesis"].values]:
+        g = np.asarray(ds["gof"].isel(variant=0).sel(hypothesis=h).values, dtype=float)
+        g = g[np.isfinite(g)]
+        if g.size == 0:
+            continue
+        if np.isfinite(obs):
+            ep = empirical_pvalue(g, obs)
+            p_txt = f"{fmt_num(ep.p, 3)} [{fmt_num(ep.lo, 2)}, {fmt_num(ep.hi, 2)}]"
+            p, lo, hi = ep.p, ep.lo, ep.hi
+        else:
+            p_txt, p, lo, hi = "—", float("nan"), float("nan"), float("nan")
+        rows.append((h, str(g.size), fmt_num(float(g.mean()), 4), fmt_num(float(g.std()), 3),
+                     fmt_num(obs, 4) if np.isfinite(obs) else "—", p_txt))
+        raw.append((h, int(g.size), float(g.mean()), float(g.std()), obs, p, lo, hi))
+    if not rows:
+        return None
+    return Table(
+        title="Goodness of fit: toy distribution of the statistic",
+        headers=tuple(Cell.of(c) for c in ("hypothesis", "toys", "mean", "std", "observed",
+                                            "p (toys, CP 68%)")),
+        rows=tuple(tuple(Cell.of(c) for c in r) for r in rows),
+        csv_header=("hypothesis", "n", "mean", "std", "observed", "p", "p_lo", "p_hi"),
+        csv_rows=tuple(raw),
+        notes=("p = fraction of toys whose statistic exceeds the observed one.",),
+        align="l",
+    )
+
+
 def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
     kind = str(ds.attrs.get("kind", ""))
     tables: list[Table] = [failed_table(ds)]
@@ -219,6 +258,10 @@ def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
         if pt.rows:
             tables.extend(pt.tables())
         data["pulls"] = pt.to_dict()
+    gt = gof_table(ds)
+    if gt is not None:
+        tables.append(gt)
+        data["goodness_of_fit"] = [dict(zip(gt.csv_header, r, strict=True)) for r in gt.csv_rows]
     ens = ensemble_table(ds)
     if ens is not None:
         tables.append(ens)

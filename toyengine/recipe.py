@@ -1,5 +1,9 @@
 """The one toy recipe behind every study kind, and ``run_chunk`` — pure and Dask-free.
 
+A model may also define ``derived_names``/``derived(values)`` (quantities computed from the
+fitted values, e.g. Dalitz fit fractions; stored as extra ``param`` entries with NaN error)
+and ``gof_statistic(data, values)`` (recorded in ``gof`` for kind ``goodness_of_fit``).
+
 ::
 
     for variant v:                       models_v = apply_variation(base, v, seed(v))
@@ -33,7 +37,7 @@ __all__ = ["Chunk", "ChunkResult", "build_model", "param_axis", "run_chunk", "to
 #: per-process cache of built models: a worker builds each (study, variant, model) once
 #: and every toy of every chunk it runs shares that likelihood core.
 _MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
-_MODEL_CACHE_MAX = 64
+_MODEL_CACHE_MAX = 8  # a Dalitz model holds ~15 MB of cached amplitudes
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ def param_axis(spec: StudySpec) -> tuple[str, ...]:
                 continue
             seen_random = True
         for m in (*spec.hypotheses, v.generate):
-            for n in build_model(spec, v, m).parameters.names:
+            model = build_model(spec, v, m)
+            for n in (*model.parameters.names, *getattr(model, "derived_names", ())):
                 if n not in names:
                     names.append(n)
     return tuple(names)
@@ -193,6 +198,14 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             a["nfcn"][i, h] = res.nfcn
             a["fit_time"][i, h] = res.time
             a["status"][i, h] = res.status
+            derived = getattr(model, "derived", None)
+            if derived is not None and res.valid:
+                # derived quantities (e.g. fit fractions): value only, error NaN
+                try:
+                    dcols = [pindex[nm] for nm in model.derived_names]
+                    a["value"][i, h, dcols] = derived(res.values)
+                except Exception:  # noqa: BLE001 - leaves NaN
+                    pass
             gof = getattr(model, "gof_statistic", None) if spec.kind == "goodness_of_fit" else None
             if gof is not None and res.valid:
                 try:

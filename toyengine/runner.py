@@ -109,6 +109,10 @@ def _truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.nda
         gen = build_model(spec, v, v.generate)
         for n, val in zip(gen.parameters.names, gen.parameters.values, strict=True):
             truth[v.index, params.index(n)] = val
+        if hasattr(gen, "derived"):  # e.g. the generated fit fractions
+            for n, val in zip(gen.derived_names, gen.derived(gen.parameters.values),
+                              strict=True):
+                truth[v.index, params.index(n)] = val
     reference = truth[0].copy()
     ref_model = build_model(spec, spec.variants[0], spec.hypotheses[0])
     base = spec.variants[0]

@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .errors import SpecError, StoreError, ToyEngineError
+
+if TYPE_CHECKING:
+    from .runner import RunReport
 
 __all__ = ["main"]
 
@@ -25,21 +29,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
     report = run_study(spec, args.store, workers=args.workers, scheduler=args.scheduler,
                        chunk_size=args.chunk_size, security=security,
                        progress=None if args.quiet else sys.stderr)
-    print(f"store: {report.store}")
-    print(f"toys: {report.toys_total} in {report.chunks_total} chunks of <= {report.chunk_size} "
-          f"(ran {report.chunks_run}, already done {report.chunks_skipped}) in "
-          f"{report.seconds:.1f} s; failed fits this run: {report.failed_fits}")
-    for err in report.errors[:10]:
+    return finish_run(report, args.store, args.summary)
+
+
+def finish_run(report: RunReport, store: str, summary: bool) -> int:
+    """Print what a run did (and the summary if asked); the exit code: 0 only when every
+    toy is in the store, 3 when chunks are missing (rerun to resume)."""
+    r = report
+    print(f"store: {r.store}")
+    print(f"toys: {r.toys_total} in {r.chunks_total} chunks of <= {r.chunk_size} "
+          f"(ran {r.chunks_run}, already done {r.chunks_skipped}) in "
+          f"{r.seconds:.1f} s; failed fits this run: {r.failed_fits}")
+    for err in r.errors[:10]:
         print(f"error: {err}", file=sys.stderr)
-    if not report.complete:
-        print(f"NOT COMPLETE: {len(report.missing_chunks)} chunk(s) not done; run the same "
+    if not r.complete:
+        print(f"NOT COMPLETE: {len(r.missing_chunks)} chunk(s) not done; run the same "
               "command again to resume", file=sys.stderr)
         return 3
-    if args.summary:
+    if summary:
         from .store import open_results
         from .summary import render_summary
 
-        print(render_summary(open_results(args.store), "text"))
+        print(render_summary(open_results(store), "text"))
     return 0
 
 

@@ -60,22 +60,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     report = submit_study(spec, args.store, system=args.cluster, profile=args.profile,
                           security=args.tls_config, chunk_size=args.chunk_size,
                           progress=None if args.quiet else sys.stderr, **overrides)
-    print(f"store: {report.store}")
-    print(f"toys: {report.toys_total} in {report.chunks_total} chunks of <= {report.chunk_size} "
-          f"(ran {report.chunks_run}, already done {report.chunks_skipped}) in "
-          f"{report.seconds:.1f} s; failed fits this run: {report.failed_fits}")
-    for err in report.errors[:10]:
-        print(f"error: {err}", file=sys.stderr)
-    if not report.complete:
-        print(f"NOT COMPLETE: {len(report.missing_chunks)} chunk(s) not done; run the same "
-              "command again to resume", file=sys.stderr)
-        return 3
-    if args.summary:
-        from .store import open_results
-        from .summary import render_summary
+    from .cli import finish_run
 
-        print(render_summary(open_results(args.store), "text"))
-    return 0
+    return finish_run(report, args.store, args.summary)
 
 
 def _cmd_make_certs(args: argparse.Namespace) -> int:

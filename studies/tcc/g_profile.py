@@ -40,12 +40,18 @@ def main() -> None:
                                                      "g": {"value": 50.0}})
         scan = profile_scan(model.nll(data), model.parameters, "g", grid)
         scans[label] = scan
-        lim90 = one_sided_limit(scan, 0.90, "lower")
-        lim95 = one_sided_limit(scan, 0.95, "lower")
-        print(f"{label:>12}: |g| > {lim90:.2f} GeV (90% CL), > {lim95:.2f} GeV (95% CL)")
+        lims = [_fmt(one_sided_limit(scan, level, "lower")) for level in (0.90, 0.95)]
+        print(f"{label:>12}: |g| {lims[0]} (90% CL), {lims[1]} (95% CL); "
+              f"-Delta ln L at the smallest |g| scanned: {scan.delta_nll[0]:.2f}")
     for level in (0.90, 0.95):
         c = most_conservative(scans, level, "lower")
-        print(f"most conservative at {level:.0%} CL: |g| > {c.value:.2f} GeV ({c.label})")
+        print(f"most conservative at {level:.0%} CL: |g| {_fmt(c.value)} ({c.label})")
+
+
+def _fmt(limit: float) -> str:
+    """A lower limit, or why there is none: the profile never rises above the threshold
+    (a width far below the resolution cannot be excluded at that CL)."""
+    return f"> {limit:.2f} GeV" if np.isfinite(limit) else "no limit"
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from typing import Any, TextIO
 import dask
 import yaml
 
-from .errors import ToyEngineError
+from .errors import ClusterError
 
 __all__ = [
     "DEFAULTS_FILE",
@@ -64,11 +64,6 @@ JOB_OPTIONS = {
 }
 LIFETIME_OPTIONS = ("lifetime", "lifetime_stagger", "lifetime_restart")
 TLS_ROLES = ("scheduler", "worker", "client")
-
-
-class ClusterError(ToyEngineError, RuntimeError):
-    """A cluster could not be configured, started or reached. The message says which
-    setting or command failed and how to fix it."""
 
 
 def _load_defaults() -> dict[str, Any]:

@@ -36,6 +36,20 @@ class StoreError(ToyEngineError, RuntimeError):
     """A result store is missing, corrupt, or belongs to a different study."""
 
 
+class SummaryError(ToyEngineError, ValueError):
+    """A results Dataset or an argument cannot be summarised as asked. The message names
+    the variable, attribute or argument and what was expected."""
+
+
+class MissingDependencyError(ToyEngineError, ImportError):
+    """An optional dependency (e.g. matplotlib for plots) is not installed."""
+
+
+class ClusterError(ToyEngineError, RuntimeError):
+    """A cluster could not be configured, started or reached. The message says which
+    setting or command failed and how to fix it."""
+
+
 class ToyEngineWarning(RuntimeWarning):
     """Root of toyengine warnings."""
 

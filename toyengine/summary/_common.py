@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from ..errors import ToyEngineError
+from ..errors import MissingDependencyError, SummaryError
 
 __all__ = [
     "MissingDependencyError",
@@ -28,17 +28,6 @@ __all__ = [
 
 #: Default confidence level of every interval in this package: the ±1σ Gaussian content.
 CL_1SIGMA = 0.682689492137086
-
-
-class SummaryError(ToyEngineError, ValueError):
-    """A results Dataset or an argument cannot be summarised as asked.
-
-    The message names the variable, attribute or argument and what was expected.
-    """
-
-
-class MissingDependencyError(ToyEngineError, ImportError):
-    """An optional dependency (e.g. matplotlib for plots) is not installed."""
 
 
 def require_vars(ds: xr.Dataset, names: Iterable[str], what: str) -> None:

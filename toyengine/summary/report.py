@@ -242,7 +242,10 @@ def variation_significance_table(ds: xr.Dataset) -> Table | None:
     ndof = int(ds.attrs.get("ndof_wilks", -1))
     ndof = ndof if ndof > 0 else 1
     t = np.asarray(test_statistic(ds, h0, h1).values, dtype=float)  # (variant, toy)
-    t_var = np.nanmean(np.where(np.isfinite(t), t, np.nan), axis=1) if t.size else t
+    finite = np.isfinite(t)
+    n_ok = finite.sum(axis=1)
+    t_var = np.where(n_ok > 0, np.where(finite, t, 0.0).sum(axis=1) / np.maximum(n_ok, 1),
+                     np.nan)  # mean over toys of the valid t (NaN if none)
 
     def z_of(x: float) -> float:
         return float(stats.norm.isf(stats.chi2.sf(max(x, 0.0), ndof) / 2)) if np.isfinite(x) \

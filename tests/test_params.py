@@ -1,0 +1,45 @@
+"""Parameters and their mapping to and from iminuit."""
+
+import math
+
+import numpy as np
+import pytest
+from iminuit import Minuit
+
+from toyengine.errors import ModelError
+from toyengine.params import Constraint, Parameter, ParameterSet
+
+
+def _ps():
+    return ParameterSet((Parameter("a", 1.0, (0.0, 5.0)), Parameter("b", -2.0, fixed=True),
+                         Parameter("c", 0.5, constraint=Constraint(0.4, 0.1))))
+
+
+def test_round_trip_through_minuit():
+    ps = _ps()
+    m = Minuit(lambda x: float(np.sum((x - [2.0, -2.0, 0.45]) ** 2)), ps.values, name=ps.names)
+    ps.to_minuit(m)
+    assert m.limits["a"] == (0.0, 5.0) and m.fixed["b"] and not m.fixed["a"]
+    m.migrad()
+    back = ps.from_minuit(m)
+    assert back.names == ps.names
+    assert math.isclose(back["a"].value, 2.0, abs_tol=1e-5)
+    assert back["b"].value == -2.0 and back["b"].fixed
+
+
+def test_updated_and_constraints():
+    ps = _ps().updated({"a": 3.0, "b": {"fixed": False, "limits": [-5, 5]},
+                        "c": {"constraint": {"mean": 0.0, "sigma": 2.0}}})
+    assert ps["a"].value == 3.0 and not ps["b"].fixed and ps["b"].limits == (-5.0, 5.0)
+    idx, mu, sig = ps.constraint_terms()
+    assert list(idx) == [2] and mu[0] == 0.0 and sig[0] == 2.0
+    assert ps.free_names == ("a", "b", "c")
+    with pytest.raises(ModelError, match="'zz'"):
+        ps.updated({"zz": 1.0})
+    with pytest.raises(ModelError, match="duplicate"):
+        ParameterSet((Parameter("a", 1.0), Parameter("a", 2.0)))
+
+
+def test_with_values_clips_into_limits():
+    ps = _ps().with_values([9.0, 0.0, 0.0])
+    assert ps["a"].value == 5.0

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 def _fit(nll, params, starts, rng, strategy):
     strategy = None if strategy < 0 else strategy
     try:
-        from toyengine.fit import fit
+        from toyengine.core.fit import fit
     except ImportError:  # the fitter is not there yet: plain iminuit
         fit = None
     if fit is not None:
@@ -60,12 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--toys", type=int, default=10)
     ap.add_argument("--starts", type=int, default=1)
     ap.add_argument("--strategy", type=int, default=-1,
-                    help="MIGRAD strategy; -1 = toyengine.fit's default (0 with a gradient)")
+                    help="MIGRAD strategy; -1 = toyengine.core.fit's default (0 with a gradient)")
     ap.add_argument("--maps", default="synthetic", choices=["synthetic", "files"])
     ap.add_argument("--seed", type=int, default=2024)
     args = ap.parse_args(argv)
 
-    from toyengine.dalitz import build_zc4100
+    from toyengine.models.zc4100 import build_zc4100
 
     t0 = time.perf_counter()
     base = build_zc4100({"hypothesis": "baseline", "maps": args.maps})

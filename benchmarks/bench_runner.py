@@ -14,8 +14,8 @@ from pathlib import Path
 import zarr
 
 from toyengine import Chunk, load_spec, run_chunk, run_study
-from toyengine.recipe import param_axis
 from toyengine.store import create_store, write_chunk
+from toyengine.study.recipe import param_axis
 
 ROOT = Path(__file__).resolve().parent.parent
 

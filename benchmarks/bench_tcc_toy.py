@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from toyengine.fit import fit
+from toyengine.core.fit import fit
 from toyengine.models.tcc import build_tcc
 
 

@@ -17,7 +17,7 @@ import dask
 import numpy as np
 import pytest
 
-from toyengine.cluster import (
+from toyengine.run.cluster import (
     ClusterError,
     farm_chunk_size,
     job_script,
@@ -104,7 +104,7 @@ def test_tls_job_script_passes_worker_certificates(tmp_path: Path) -> None:
 def test_settings_priority_defaults_config_profile_kwargs(monkeypatch: pytest.MonkeyPatch,
                                                           tmp_path: Path) -> None:
     base = {"cores": 2, "memory": "4GB"}
-    assert resolve_settings("slurm", **base).jobs == 2  # toyengine/toyengine.yaml
+    assert resolve_settings("slurm", **base).jobs == 2  # toyengine/run/toyengine.yaml
     with dask.config.set({"toyengine.cluster.jobs": 5, "toyengine.cluster.adapt": False}):
         s = resolve_settings("slurm", **base)
         assert (s.jobs, s.adapt) == (5, False)  # user Dask config beats the defaults
@@ -123,7 +123,7 @@ def test_settings_priority_defaults_config_profile_kwargs(monkeypatch: pytest.Mo
 
 def test_defaults_file_loaded_by_toyengine_cluster_not_by_import_toyengine() -> None:
     code = ("import dask, toyengine; assert dask.config.get('toyengine', None) is None; "
-            "import toyengine.cluster as c; "
+            "import toyengine.run.cluster as c; "
             "assert dask.config.get('toyengine.cluster.jobs') == 2; "
             "assert set(dask.config.get('toyengine.cluster')) == set(c.SETTING_KEYS)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -253,9 +253,9 @@ def test_submit_through_jobqueue_runs_study(tmp_path: Path) -> None:
     assert "#SBATCH -t 00:30:00" in script and "--lifetime 20m" in script
     assert "tcp://127.0.0.1:" in script
     # the results equal toyengine's pure chunk function evaluated here, without Dask
-    from toyengine.recipe import Chunk, param_axis, run_chunk
-    from toyengine.spec import load_spec
     from toyengine.store import open_results
+    from toyengine.study.recipe import Chunk, param_axis, run_chunk
+    from toyengine.study.spec import load_spec
 
     spec = load_spec(STUDY).with_overrides(toys=24, seed=11)
     direct = run_chunk(spec, Chunk(0, 0, 0, 24), param_axis(spec)).arrays
@@ -266,7 +266,7 @@ def test_submit_through_jobqueue_runs_study(tmp_path: Path) -> None:
 
 def test_submit_without_batch_system_is_a_clear_error(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from toyengine.spec import load_spec
+    from toyengine.study.spec import load_spec
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch anywhere
     with pytest.raises(ClusterError, match="sbatch"):

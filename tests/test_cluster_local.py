@@ -153,7 +153,7 @@ def test_hand_started_cluster_gives_identical_results(reference: Path, cluster: 
     from distributed import Client
 
     def cached_models() -> int:
-        from toyengine import recipe
+        from toyengine.study import recipe
 
         return len(recipe._MODEL_CACHE)
 

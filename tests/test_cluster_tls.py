@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from toyengine.cluster import ClusterError, load_security
+from toyengine.run.cluster import ClusterError, load_security
 from toyengine.store import StoreInfo, open_results
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toyengine.dalitz import build_zc4100
-from toyengine.fit import fit
+from toyengine.core.fit import fit
+from toyengine.models.zc4100 import build_zc4100
 
 
 def _scaled(factor: float) -> dict:

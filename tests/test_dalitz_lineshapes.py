@@ -13,13 +13,13 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import eval_legendre
 
-from toyengine.dalitz import build_zc4100
-from toyengine.dalitz.kinematics import DalitzKinematics, Vetoes
-from toyengine.dalitz.lineshapes import Lineshape, blatt_weisskopf_d, legendre, zemach_radial
-from toyengine.dalitz.maps import SDPHistogram
-from toyengine.dalitz.model import Component, DalitzModel, RunSpec
+from toyengine.core.dalitz.kinematics import DalitzKinematics, Vetoes
+from toyengine.core.dalitz.lineshapes import Lineshape, blatt_weisskopf_d, legendre, zemach_radial
+from toyengine.core.dalitz.maps import SDPHistogram
+from toyengine.core.dalitz.model import Component, DalitzModel, RunSpec
+from toyengine.core.params import Parameter, ParameterSet
 from toyengine.errors import ModelError
-from toyengine.params import Parameter, ParameterSet
+from toyengine.models.zc4100 import build_zc4100
 
 KIN = DalitzKinematics()
 
@@ -197,7 +197,7 @@ def test_fit_fractions_sum_to_one(nominal) -> None:
     # with unit-normalised components FF_i = |c_i|²/∫|A|²: the FF grid and the 1-D
     # normalisation agree (diagonal of the full-DP matrix = 1)
     st_M = nominal._ff_grid()
-    from toyengine.dalitz.model import _State
+    from toyengine.core.dalitz.model import _State
 
     st = _State(nominal, st_M)
     st.update(nominal.parameters.values)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toyengine.dalitz import build_zc4100
-from toyengine.dalitz.maps import SDPHistogram
-from toyengine.dalitz.synthetic import background_maps, efficiency_maps
+from toyengine.core.dalitz.maps import SDPHistogram
 from toyengine.errors import ModelError
+from toyengine.models.zc4100 import build_zc4100
+from toyengine.models.zc4100_maps import background_maps, efficiency_maps
 
 
 def _write(path, **arrays) -> str:
@@ -79,8 +79,8 @@ def test_efficiency_zero_on_allowed_region() -> None:
     """An efficiency whose smoothed map vanishes wherever the vetoes allow events is
     rejected at build time (here: non-zero only at m' > 0.9, i.e. m(K+π−) inside the
     70 MeV border band)."""
-    from toyengine.dalitz.maps import SDPSpline
-    from toyengine.dalitz.model import DalitzModel, RunSpec
+    from toyengine.core.dalitz.maps import SDPSpline
+    from toyengine.core.dalitz.model import DalitzModel, RunSpec
 
     class EdgeOnly(SDPHistogram):
         def spline(self):

@@ -8,10 +8,11 @@ import types
 import numpy as np
 import pytest
 
-from toyengine.dalitz import DalitzData, RunSample, adaptive_chi2, build_zc4100
-from toyengine.dalitz.integration import RowGrid, refined_row_points
+from toyengine.core.dalitz import DalitzData, RunSample, adaptive_chi2
+from toyengine.core.dalitz.integration import RowGrid, refined_row_points
+from toyengine.core.params import ParameterSet
 from toyengine.errors import ModelError
-from toyengine.params import ParameterSet
+from toyengine.models.zc4100 import build_zc4100
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +240,7 @@ def test_data_handling(nominal, data, tmp_path) -> None:
 
 
 def test_reference_data_set_loads() -> None:
-    from toyengine.dalitz.zc4100 import STUDY_DIR
+    from toyengine.models.zc4100 import STUDY_DIR
 
     d = DalitzData.load_npz(str(STUDY_DIR / "reference_data.npz"))
     m = build_zc4100({})

@@ -1,4 +1,4 @@
-"""Tests of toyengine.kinematics: Källén function, break-up momentum, phase space, masses."""
+"""Tests of toyengine.core.kinematics: Källén function, break-up momentum, phase space, masses."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from particle import Particle
 from scipy import integrate
 
-from toyengine.errors import ModelError
-from toyengine.kinematics import (
+from toyengine.core.kinematics import (
     MASSES,
     MASSES_PDG2018,
     MASSES_PDG2020,
@@ -21,6 +20,7 @@ from toyengine.kinematics import (
     phase_space_3body_threshold_coefficient,
     tcc_thresholds,
 )
+from toyengine.errors import ModelError
 
 M20 = MASSES_PDG2020
 PDGID = {

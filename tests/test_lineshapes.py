@@ -1,4 +1,4 @@
-"""Tests of toyengine.lineshapes: Blatt–Weisskopf, Breit–Wigner, Bernstein, sphere map."""
+"""Tests of toyengine.core.lineshapes: Blatt–Weisskopf, Breit–Wigner, Bernstein, sphere map."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from scipy import integrate, interpolate, special
 
-from toyengine.errors import ModelError
-from toyengine.kinematics import MASSES_PDG2020, breakup_momentum, tcc_thresholds
-from toyengine.lineshapes import (
+from toyengine.core.kinematics import MASSES_PDG2020, breakup_momentum, tcc_thresholds
+from toyengine.core.lineshapes import (
     BreitWignerGrid,
     barrier_factor,
     bernstein_basis,
@@ -22,6 +21,7 @@ from toyengine.lineshapes import (
     sphere_coefficients,
     sphere_coefficients_jacobian,
 )
+from toyengine.errors import ModelError
 
 M20 = MASSES_PDG2020
 TCC_M0 = tcc_thresholds()["D*+D0"] - 0.273  # δm_BW = −273 keV (paper B)

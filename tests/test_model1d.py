@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from toyengine.core.fit import fit
+from toyengine.core.kinematics import MASSES_PDG2020 as M
+from toyengine.core.lineshapes import rbw_density
+from toyengine.core.model1d import Component, Model1D, Observable, sample_piecewise_linear
+from toyengine.core.params import Parameter, ParameterSet
+from toyengine.core.resolution import Resolution
+from toyengine.core.shapes import RelativisticBW
 from toyengine.errors import ModelError
-from toyengine.fit import fit
-from toyengine.kinematics import MASSES_PDG2020 as M
-from toyengine.lineshapes import rbw_density
-from toyengine.model1d import Component, Model1D, Observable, sample_piecewise_linear
 from toyengine.models.tcc import TCC_OFFSET, build_tcc
-from toyengine.params import Parameter, ParameterSet
-from toyengine.resolution import Resolution
-from toyengine.shapes import RelativisticBW
 
 ALL_RESOLUTIONS = ["double_gaussian", "apollonios", "cb2", "student_t", "johnson_su",
                    "novosibirsk"]
@@ -189,7 +189,7 @@ def test_bad_core_inputs_raise_model_error_naming_the_problem():
         Parameter("gamma", 7.0, (0.0, 5.0))
     with pytest.raises(ModelError, match="n_sig.*constraint width"):
         Parameter("n_sig", 1.0, fixed=True, constraint=__import__(
-            "toyengine.params", fromlist=["Constraint"]).Constraint(1.0, 0.0))
+            "toyengine.core.params", fromlist=["Constraint"]).Constraint(1.0, 0.0))
     with pytest.raises(ModelError, match="delta_m.*empty"):
         Observable("delta_m", 3.0, 3.0)
     with pytest.raises(ModelError, match="sigma"):
@@ -208,7 +208,7 @@ def test_multistart_keeps_the_global_minimum_over_a_false_valid_one():
     """Seed-fixed significance toy where a randomised start converges "valid" to a false
     minimum 122 units of −ln L above the nominal start's (invalid: parameters at limits)
     minimum: the fitter must keep the lower one."""
-    from toyengine.fit import FitResult, _better
+    from toyengine.core.fit import FitResult, _better
 
     params = build_tcc({}).parameters
     low = FitResult.failed(params, "")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from iminuit import Minuit
 
+from toyengine.core.params import Constraint, Parameter, ParameterSet
 from toyengine.errors import ModelError
-from toyengine.params import Constraint, Parameter, ParameterSet
 
 
 def _ps():

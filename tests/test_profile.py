@@ -1,4 +1,4 @@
-"""Tests of the profile-likelihood scans and limits (toyengine.profile)."""
+"""Tests of the profile-likelihood scans and limits (toyengine.core.profile)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from toyengine.errors import ModelError
-from toyengine.fit import fit
-from toyengine.params import Parameter, ParameterSet
-from toyengine.profile import (
+from toyengine.core.fit import fit
+from toyengine.core.params import Parameter, ParameterSet
+from toyengine.core.profile import (
     ProfileScan,
     delta_nll_threshold,
     interval,
@@ -19,6 +18,7 @@ from toyengine.profile import (
     one_sided_limit,
     profile_scan,
 )
+from toyengine.errors import ModelError
 
 MU = np.array([1.0, -2.0])
 SIG = np.array([0.5, 2.0])

@@ -1,4 +1,4 @@
-"""Tests of toyengine.resolution: normalisation, moments, CDFs, samplers, Tcc shapes."""
+"""Tests of toyengine.core.resolution: normalisation, moments, CDFs, samplers, Tcc shapes."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from toyengine.errors import ModelError
-from toyengine.resolution import (
+from toyengine.core.resolution import (
     KINDS,
     TAIL_MASS,
     TCC_ALTERNATIVE_SHAPES,
@@ -20,6 +19,7 @@ from toyengine.resolution import (
     default_tcc_resolution,
     tcc_alternative_resolutions,
 )
+from toyengine.errors import ModelError
 
 CASES = {
     "gaussian": Resolution("gaussian", {"sigma": 0.3}),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toyengine.errors import SpecError
-from toyengine.spec import StudySpec
+from toyengine.study.spec import StudySpec
 
 DATA = Path(__file__).parent / "data"
 GOOD = (DATA / "tcc_small.yaml").read_text()
@@ -72,7 +72,7 @@ def test_digest_ignores_toy_count_but_not_seed():
 
 
 def test_reference_studies_validate():
-    from toyengine.spec import load_spec
+    from toyengine.study.spec import load_spec
 
     root = Path(__file__).parent.parent / "studies"
     files = sorted(root.glob("tcc/*.yaml"))
@@ -86,7 +86,7 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     import numpy as np
 
     from toyengine import Chunk, run_chunk
-    from toyengine.spec import load_spec
+    from toyengine.study.spec import load_spec
 
     root = Path(__file__).parent.parent / "studies" / "zc4100"
     files = sorted(root.glob("*.yaml"))

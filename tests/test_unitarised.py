@@ -1,4 +1,4 @@
-"""Tests of the unitarised T_cc+ profile (seed 002 Methods, toyengine.unitarised)."""
+"""Tests of the unitarised T_cc+ profile (seed 002 Methods, toyengine.core.unitarised)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from toyengine.errors import ModelError
-from toyengine.unitarised import (
+from toyengine.core.unitarised.profile import (
     CHANNEL_NAMES,
     Quadrature,
     TccConstants,
@@ -30,6 +29,7 @@ from toyengine.unitarised import (
     tcc_channels,
     unitarised_model,
 )
+from toyengine.errors import ModelError
 
 DMU = -0.359  # MeV, seed 002 default fit
 

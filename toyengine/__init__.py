@@ -12,13 +12,13 @@ recipe.run_chunk) → run (runner, Dask) → store (zarr/xarray) → summary →
 
 __version__ = "0.1.0"
 
+from .core.fit import FitResult, fit  # noqa: E402
+from .core.params import Constraint, Parameter, ParameterSet  # noqa: E402
 from .errors import ModelError, SpecError, StoreError, ToyEngineError  # noqa: E402
-from .fit import FitResult, fit  # noqa: E402
-from .params import Constraint, Parameter, ParameterSet  # noqa: E402
-from .recipe import Chunk, run_chunk  # noqa: E402
-from .runner import RunReport, run_study  # noqa: E402
-from .spec import StudySpec, load_spec  # noqa: E402
+from .run.runner import RunReport, run_study  # noqa: E402
 from .store import open_results  # noqa: E402
+from .study.recipe import Chunk, run_chunk  # noqa: E402
+from .study.spec import StudySpec, load_spec  # noqa: E402
 
 __all__ = [
     "Chunk",

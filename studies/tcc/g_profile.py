@@ -15,8 +15,8 @@ import argparse
 
 import numpy as np
 
+from toyengine.core.profile import most_conservative, one_sided_limit, profile_scan
 from toyengine.models.tcc import build_tcc
-from toyengine.profile import most_conservative, one_sided_limit, profile_scan
 
 ALTERNATIVES = {"default": {}, "apollonios": {"resolution": "apollonios"},
                 "student_t": {"resolution": "student_t"}, "scale 1.1": {"resolution_scale": 1.1}}

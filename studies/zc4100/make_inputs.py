@@ -6,7 +6,7 @@
 - ``reference_data.npz``: a pseudo-data set generated from the nominal model (Zc 1−,
   4096/152 MeV, illustrative coefficients) with the maps above and seed ``SEED``.
 
-The maps are deterministic functions (``toyengine.dalitz.synthetic``); only the reference
+The maps are deterministic functions (``toyengine.models.zc4100_maps``); only the reference
 data use random numbers. Run from the repository root::
 
     python studies/zc4100/make_inputs.py
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from toyengine import __version__
-from toyengine.dalitz import build_zc4100
-from toyengine.dalitz.synthetic import background_maps, efficiency_maps
+from toyengine.models.zc4100 import build_zc4100
+from toyengine.models.zc4100_maps import background_maps, efficiency_maps
 
 #: seed of the reference pseudo-data (the arXiv number of seed 000, 1809.07416)
 SEED = 180907416

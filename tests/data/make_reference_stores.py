@@ -57,7 +57,7 @@ def key(path: Path) -> str:
 
 def small_spec(path: Path) -> Any:
     """The study at ``path`` shrunk for a reference store: few toys, few variants."""
-    from toyengine.spec import StudySpec
+    from toyengine.study.spec import StudySpec
 
     raw = yaml.safe_load(path.read_text())
     folder = path.parent.name
@@ -102,7 +102,7 @@ def store_arrays(store: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 def build_store(path: Path, store: Path, *, client: Any = None, workers: int = 1,
                 chunk_size: int = CHUNK_SIZE) -> Path:
     """Run the small version of study ``path`` into ``store``."""
-    from toyengine.runner import run_study
+    from toyengine.run.runner import run_study
 
     report = run_study(small_spec(path), store, workers=workers, client=client,
                        chunk_size=chunk_size, progress=None)

@@ -21,7 +21,7 @@ def _tcc(options: Mapping[str, Any], rng: np.random.Generator | None = None) -> 
 
 
 def _zc4100(options: Mapping[str, Any], rng: np.random.Generator | None = None) -> Any:
-    from ..dalitz import build_zc4100  # type: ignore[attr-defined]
+    from .zc4100 import build_zc4100
 
     return build_zc4100(options, rng)
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core.kinematics import MASSES_PDG2020 as M
+from ..core.model1d import Component, Model1D, Observable
+from ..core.params import Parameter, ParameterSet
+from ..core.resolution import Resolution, default_tcc_resolution, tcc_alternative_resolutions
+from ..core.shapes import PhaseSpacePolynomial, RelativisticBW
 from ..errors import ModelError
-from ..kinematics import MASSES_PDG2020 as M
-from ..model1d import Component, Model1D, Observable
-from ..params import Parameter, ParameterSet
-from ..resolution import Resolution, default_tcc_resolution, tcc_alternative_resolutions
-from ..shapes import PhaseSpacePolynomial, RelativisticBW
 
 __all__ = ["DEFAULTS", "TCC_OFFSET", "build_tcc"]
 
@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "background_order": 2,
     "three_body_order": None,  # m of B'_nm: add Phi3(D0D0pi+) x P_m (not convolved)
     "grid_step": 0.01,         # MeV
-    "unitarised": {},          # options of toyengine.unitarised.UnitarisedShape
+    "unitarised": {},          # options of toyengine.core.unitarised.UnitarisedShape
 }
 
 
@@ -106,7 +106,7 @@ def build_tcc(options: Mapping[str, Any] | None = None,
                    Parameter("gamma", 0.410, (0.0, 5.0), step=0.1)]
         comps.append(Component("signal", "n_sig", shape))
     elif signal == "unitarised":
-        from ..unitarised import UnitarisedShape
+        from ..core.unitarised import UnitarisedShape
 
         ushape = UnitarisedShape(**dict(opts["unitarised"]))
         params += [Parameter("n_sig", 186.0, (-1000.0, 1e6)),

@@ -8,22 +8,22 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .errors import SpecError, StoreError, ToyEngineError
+from ..errors import SpecError, StoreError, ToyEngineError
 
 if TYPE_CHECKING:
-    from .runner import RunReport
+    from ..run.runner import RunReport
 
 __all__ = ["main"]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .runner import run_study
-    from .spec import load_spec
+    from ..run.runner import run_study
+    from ..study.spec import load_spec
 
     spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
     security = None
     if args.tls_config:
-        from .cluster import load_security
+        from ..run.cluster import load_security
 
         security = load_security(args.tls_config)
     report = run_study(spec, args.store, workers=args.workers, scheduler=args.scheduler,
@@ -47,8 +47,8 @@ def finish_run(report: RunReport, store: str, summary: bool) -> int:
               "command again to resume", file=sys.stderr)
         return 3
     if summary:
-        from .store import open_results
-        from .summary import render_summary
+        from ..store import open_results
+        from ..summary import render_summary
 
         print(render_summary(open_results(store), "text"))
     return 0
@@ -57,7 +57,7 @@ def finish_run(report: RunReport, store: str, summary: bool) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .store import StoreInfo, open_results
+    from ..store import StoreInfo, open_results
 
     info = StoreInfo(args.store)
     chunks, done = info.chunks(), info.done()
@@ -85,8 +85,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from .store import open_results
-    from .summary import render_summary
+    from ..store import open_results
+    from ..summary import render_summary
 
     print(render_summary(open_results(args.store), args.format))
     return 0
@@ -95,8 +95,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .store import open_results
-    from .summary import write_plots
+    from ..store import open_results
+    from ..summary import write_plots
 
     outdir = Path(args.outdir or (str(args.store).rstrip("/") + "_plots"))
     for p in write_plots(open_results(args.store), outdir):
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
     pl.set_defaults(func=_cmd_plot)
 
-    from .cli_cluster import add_commands
+    from .cluster import add_commands
 
     add_commands(sub)
     return p

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, optimize, special, stats
 
-from .errors import ModelError
+from ..errors import ModelError
 
 __all__ = [
     "HALF_WIDTH_CAP",

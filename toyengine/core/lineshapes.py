@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .errors import ModelError
+from ..errors import ModelError
 from .kinematics import breakup_momentum
 
 __all__ = [
@@ -141,7 +141,7 @@ def mass_dependent_width(
     """Mass-dependent width Γ(m) = Γ0 (q/q0)^{2L+1} (m0/m) X_L²(q r) (seed 000 Eq. 8).
 
     PHYSICS.md §2.2. ``q = k(m; m1, m2)`` and ``q0 = k(m0; m1, m2)``
-    (:func:`~toyengine.kinematics.breakup_momentum`); X_L is pole-normalised so Γ(m0) = Γ0.
+    (:func:`~toyengine.core.kinematics.breakup_momentum`); X_L is pole-normalised so Γ(m0) = Γ0.
 
     Parameters
     ----------

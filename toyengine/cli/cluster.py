@@ -38,8 +38,8 @@ def _job_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from .cluster import job_script, profile_config, resolve_settings, submit_study
-    from .spec import load_spec
+    from ..run.cluster import job_script, profile_config, resolve_settings, submit_study
+    from ..study.spec import load_spec
 
     spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
     overrides = _job_overrides(args)
@@ -48,7 +48,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
             s = resolve_settings(args.cluster, tls_config=args.tls_config, **overrides)
             security = None
             if s.tls_config is not None:
-                from .cluster import load_security
+                from ..run.cluster import load_security
 
                 security = load_security(s.tls_config)
             script = job_script(s, security=security)
@@ -60,13 +60,13 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     report = submit_study(spec, args.store, system=args.cluster, profile=args.profile,
                           security=args.tls_config, chunk_size=args.chunk_size,
                           progress=None if args.quiet else sys.stderr, **overrides)
-    from .cli import finish_run
+    from .main import finish_run
 
     return finish_run(report, args.store, args.summary)
 
 
 def _cmd_make_certs(args: argparse.Namespace) -> int:
-    from .cluster import make_certificates
+    from ..run.cluster import make_certificates
 
     path = make_certificates(args.directory, hosts=args.host or ("localhost", "127.0.0.1"),
                              days=args.days)
@@ -77,7 +77,7 @@ def _cmd_make_certs(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import yaml
 
-    from .cluster import DEFAULTS_FILE, _settings_as_dict, profile_config, resolve_settings
+    from ..run.cluster import DEFAULTS_FILE, _settings_as_dict, profile_config, resolve_settings
 
     with profile_config(args.profile):
         s = resolve_settings(args.cluster)

@@ -64,8 +64,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 from scipy.interpolate import CubicSpline
 
-from .errors import ModelError
-from .kinematics import MASSES_PDG2020, WIDTHS_PDG2020
+from ...errors import ModelError
+from ..kinematics import MASSES_PDG2020, WIDTHS_PDG2020
 
 __all__ = [
     "CHANNEL_NAMES",
@@ -814,7 +814,7 @@ _DEFAULT_OFFSET_MEV: Final = 1e3 * TccConstants().threshold
 
 
 class UnitarisedShape:
-    """F^U of the D0D0π+ channel as a 1-D shape for :class:`toyengine.model1d.Model1D`.
+    """F^U of the D0D0π+ channel as a 1-D shape for :class:`toyengine.core.model1d.Model1D`.
 
     Parameters (all keyword, plain values so that a study file can give them)
     ----------

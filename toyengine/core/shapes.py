@@ -1,4 +1,4 @@
-"""Parametric 1-D shapes for :class:`toyengine.model1d.Model1D`.
+"""Parametric 1-D shapes for :class:`toyengine.core.model1d.Model1D`.
 
 Each shape maps the observable ``x`` (here a mass difference in MeV) to a non-negative,
 unnormalised density; the model normalises numerically on the fit range.
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 from .kinematics import phase_space_2body, phase_space_3body
 from .lineshapes import (
     BreitWignerGrid,

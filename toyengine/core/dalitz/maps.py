@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.interpolate import RectBivariateSpline
 
-from ..errors import ModelError
+from ...errors import ModelError
 
 __all__ = ["SDPHistogram", "SDPSpline"]
 

@@ -18,10 +18,10 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from . import __version__
-from .errors import StoreError
-from .recipe import Chunk, ChunkResult
-from .spec import StudySpec
+from .. import __version__
+from ..errors import StoreError
+from ..study.recipe import Chunk, ChunkResult
+from ..study.spec import StudySpec
 
 __all__ = ["FORMAT_VERSION", "StoreInfo", "create_store", "extend_store", "mark_done",
            "open_results", "plan_chunks", "read_chunks", "store_info", "write_chunk"]
@@ -208,7 +208,7 @@ def open_results(path: str | Path) -> xr.Dataset:
         msg = f"no result store at {path}"
         raise StoreError(msg)
     StoreInfo(path)  # validates the format
-    from . import summary  # noqa: F401 - registers the ``ds.toys`` accessor
+    from .. import summary  # noqa: F401 - registers the ``ds.toys`` accessor
 
     # chunks=None: lazily indexed numpy arrays, not dask — reads stay in this process even
     # when a distributed Client is active (workers may not see the store)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .maps import SDPHistogram
+from ..core.dalitz.maps import SDPHistogram
 
 __all__ = ["N_GEN_PER_BIN", "SPLOT_INFLATION", "background_maps", "efficiency_maps"]
 

@@ -16,7 +16,7 @@ matrix ``N_ij = ∫ F_i F_j* ε`` per subsample, so ``∫|A|²ε = c^T N c*``. C
 K+π− pair factorise as ``g(m) P_L(cos θ)`` on the grid rows, so their block of ``N`` is a
 1-D sum with precomputed angular moments of the efficiency. Components of the other pairs
 (the Zc) are carried by their values on the nodes of a cubic spline in their own pair mass
-(:class:`~toyengine.dalitz.integration.PairSpline`); their blocks are products with kernels
+(:class:`~toyengine.core.dalitz.integration.PairSpline`); their blocks are products with kernels
 integrated once at build time on knot-aligned points, so a Zc mass/width change costs one
 lineshape evaluation on ~400 nodes and a few small matrix products, and the accuracy does
 not depend on the Zc width. Per run the normalisation agrees with a 2–3× finer grid to
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from ..errors import ModelError
+from ...errors import ModelError
 from ..params import ParameterSet
 from .integration import MassQuadrature, PairSpline, RowGrid, refined_row_points
 from .kinematics import DalitzKinematics, Vetoes
@@ -65,7 +65,7 @@ class Component:
         Kind, pair, spin and barrier radius.
     params : tuple of str
         Names of the lineshape parameters in the model's ParameterSet, in the order of
-        :data:`toyengine.dalitz.lineshapes.KINDS` (mass and width in MeV; a, r in GeV⁻¹).
+        :data:`toyengine.core.dalitz.lineshapes.KINDS` (mass and width in MeV; a, r in GeV⁻¹).
     """
 
     name: str

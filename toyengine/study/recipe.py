@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import FitFailureWarning
-from .fit import STATUS_EXCEPTION, fit
-from .models import get_builder
+from ..core.fit import STATUS_EXCEPTION, fit
+from ..errors import FitFailureWarning
+from ..models import get_builder
 from .spec import StudySpec, Variant
 
 __all__ = ["Chunk", "ChunkResult", "build_model", "param_axis", "run_chunk", "toy_seed"]

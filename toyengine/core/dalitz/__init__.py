@@ -1,8 +1,9 @@
-"""Dalitz-plot likelihood core for B0 → ηc K+ π− and the Zc(4100)− model builder (seed 000).
+"""Dalitz-plot likelihood core for B0 → ηc K+ π− (seed 000); the Zc(4100)− model builder is
+:mod:`toyengine.models.zc4100`.
 
 Public API::
 
-    from toyengine.dalitz import build_zc4100
+    from toyengine.models.zc4100 import build_zc4100
     model = build_zc4100({"hypothesis": "nominal"})       # a ToyModel
     data = model.sample(model.parameters.values, np.random.default_rng(1))
     nll = model.nll(data)                                 # nll(x_full) -> float, nll.grad
@@ -18,10 +19,8 @@ from .kinematics import DalitzKinematics, Vetoes
 from .lineshapes import Lineshape
 from .maps import SDPHistogram
 from .model import Component, DalitzData, DalitzModel, DalitzNLL, RunSample, RunSpec
-from .zc4100 import DEFAULTS, build_zc4100
 
 __all__ = [
-    "DEFAULTS",
     "AdaptiveBinning",
     "Component",
     "DalitzData",
@@ -34,5 +33,4 @@ __all__ = [
     "SDPHistogram",
     "Vetoes",
     "adaptive_chi2",
-    "build_zc4100",
 ]

@@ -10,7 +10,7 @@ one-sided Neyman construction would use ``chi2.ppf(2 CL − 1, 1) / 2``; pass ``
 other conventions.) For systematic uncertainties the paper builds the profile for each
 alternative model and keeps the least stringent limit: :func:`most_conservative`.
 
-The fitter is :func:`toyengine.fit.fit` (MIGRAD + HESSE); each scan point starts from the
+The fitter is :func:`toyengine.core.fit.fit` (MIGRAD + HESSE); each scan point starts from the
 fitted values of its neighbour, walking outwards from the global minimum, so a scan follows
 one valley.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from .errors import ModelError
+from ..errors import ModelError
 from .params import ParameterSet
 
 __all__ = [
@@ -115,7 +115,7 @@ def profile_scan(nll: Callable[[np.ndarray], float], params: ParameterSet, name:
     ----------
     nll : callable
         ``nll(x) -> float`` on the full parameter vector (``params`` order), including any
-        Gaussian constraints (the :func:`toyengine.fit.fit` contract).
+        Gaussian constraints (the :func:`toyengine.core.fit.fit` contract).
     params : ParameterSet
         Start values, limits and fixed flags of all parameters. ``name`` is freed for the
         global fit even if it is fixed here; the other fixed parameters stay fixed.
@@ -128,7 +128,7 @@ def profile_scan(nll: Callable[[np.ndarray], float], params: ParameterSet, name:
     global_fit : FitResult, optional
         A fit with ``name`` free that is already available (skips the global fit).
     fitter : callable, optional
-        Defaults to :func:`toyengine.fit.fit`; any callable with its signature and result.
+        Defaults to :func:`toyengine.core.fit.fit`; any callable with its signature and result.
 
     Returns
     -------

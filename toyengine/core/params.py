@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 
 __all__ = ["Constraint", "Parameter", "ParameterSet"]
 

@@ -30,7 +30,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import scipy.fft
 
-from .errors import ModelError
+from ..errors import ModelError
 from .params import ParameterSet
 from .resolution import Resolution
 

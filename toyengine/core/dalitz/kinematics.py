@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
+from ...errors import ModelError
 
 __all__ = [
     "ETAC",

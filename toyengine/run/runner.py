@@ -21,10 +21,10 @@ from typing import Any, TextIO
 import numpy as np
 import zarr
 
-from .errors import StoreError, ToyEngineError
-from .recipe import Chunk, build_model, param_axis, run_chunk
-from .spec import StudySpec
-from .store import StoreInfo, create_store, extend_store, write_chunk
+from ..errors import StoreError, ToyEngineError
+from ..store import StoreInfo, create_store, extend_store, write_chunk
+from ..study.recipe import Chunk, build_model, param_axis, run_chunk
+from ..study.spec import StudySpec
 
 __all__ = ["RunReport", "auto_chunk_size", "run_study"]
 

@@ -22,7 +22,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .errors import ModelError
+from ..errors import ModelError
 
 __all__ = [
     "MASSES",

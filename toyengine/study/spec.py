@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ModelError, SpecError
+from ..errors import ModelError, SpecError
 
 __all__ = ["KINDS", "StudySpec", "Variant", "load_spec"]
 
@@ -209,7 +209,7 @@ def _validate_param_overrides(obj: Any, path: str, source: str) -> None:
 
 
 def _validate_model(obj: Any, path: str, source: str) -> None:
-    from .models import BUILDERS
+    from ..models import BUILDERS
 
     _check_keys(obj, MODEL_KEYS, path, source, {"builder"})
     if obj["builder"] not in BUILDERS:

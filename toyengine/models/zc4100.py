@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from ..core.dalitz.kinematics import DalitzKinematics, Vetoes
+from ..core.dalitz.lineshapes import Lineshape
+from ..core.dalitz.maps import SDPHistogram
+from ..core.dalitz.model import Component, DalitzModel, RunSpec
+from ..core.params import Constraint, Parameter, ParameterSet
 from ..errors import ModelError
-from ..params import Constraint, Parameter, ParameterSet
-from .kinematics import DalitzKinematics, Vetoes
-from .lineshapes import Lineshape
-from .maps import SDPHistogram
-from .model import Component, DalitzModel, RunSpec
-from .synthetic import background_maps, efficiency_maps
+from .zc4100_maps import background_maps, efficiency_maps
 
 __all__ = ["DEFAULTS", "KSTAR_TABLE", "STUDY_DIR", "build_zc4100"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
+from ...errors import ModelError
 from .kinematics import PAIRS, DalitzKinematics
 
 __all__ = [

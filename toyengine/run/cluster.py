@@ -1,6 +1,6 @@
 """Running toyengine on real clusters: TLS security and batch-farm launchers (issue 6).
 
-Importing this module loads the commented defaults file ``toyengine/toyengine.yaml`` into
+Importing this module loads the commented defaults file ``toyengine/run/toyengine.yaml`` into
 ``dask.config`` under ``toyengine.cluster`` (``import toyengine`` alone does not). Settings
 are resolved once into a frozen :class:`SubmitSettings`, lowest to highest priority: that
 file, the user's Dask configuration (files, ``DASK_TOYENGINE__...`` variables), a site
@@ -34,7 +34,7 @@ from typing import Any, TextIO
 import dask
 import yaml
 
-from .errors import ClusterError
+from ..errors import ClusterError
 
 __all__ = [
     "DEFAULTS_FILE",
@@ -578,7 +578,7 @@ def farm_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_worker
 
 def _seconds_per_toy(spec: Any, budget: float) -> float:
     """Time toys in this process: one to build and cache the models, then two more."""
-    from .recipe import Chunk, param_axis, run_chunk
+    from ..study.recipe import Chunk, param_axis, run_chunk
 
     params = param_axis(spec)
     t0 = time.perf_counter()

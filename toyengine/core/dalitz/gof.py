@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
+from ...errors import ModelError
 from .model import DalitzData, DalitzModel
 
 __all__ = ["AdaptiveBinning", "adaptive_chi2"]

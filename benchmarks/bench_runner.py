@@ -13,9 +13,9 @@ from pathlib import Path
 
 import zarr
 
-from toyengine import Chunk, load_spec, run_chunk, run_study
+from toyengine import load_spec, run_study
 from toyengine.store import create_store, write_chunk
-from toyengine.study.recipe import param_axis
+from toyengine.study.recipe import Chunk, param_axis, run_chunk
 
 ROOT = Path(__file__).resolve().parent.parent
 

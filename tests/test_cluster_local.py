@@ -153,9 +153,9 @@ def test_hand_started_cluster_gives_identical_results(reference: Path, cluster: 
     from distributed import Client
 
     def cached_models() -> int:
-        from toyengine.study import recipe
+        from toyengine.study import spec
 
-        return len(recipe._MODEL_CACHE)
+        return len(spec._MODEL_CACHE)
 
     with Client(cluster.address, timeout="10s", set_as_default=False) as client:
         per_worker = client.run(cached_models)

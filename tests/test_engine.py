@@ -13,8 +13,9 @@ import pytest
 import xarray as xr
 import zarr
 
-from toyengine import Chunk, load_spec, open_results, run_chunk, run_study
+from toyengine import load_spec, open_results, run_study
 from toyengine.errors import StoreError
+from toyengine.study.recipe import Chunk, run_chunk
 
 DATA = Path(__file__).parent / "data"
 RESULT_VARS = ["value", "error", "nll", "valid", "edm", "nfcn", "status", "n_events"]

@@ -9,10 +9,41 @@ import toyengine
 def test_public_api():
     assert sorted(dir(toyengine)) == sorted(toyengine.__all__)
     assert set(toyengine.__all__) == {
-        "Chunk", "Constraint", "FitResult", "ModelError", "Parameter", "ParameterSet",
+        "Constraint", "FitResult", "ModelError", "Parameter", "ParameterSet",
         "RunReport", "SpecError", "StoreError", "StudySpec", "ToyEngineError", "__version__",
-        "fit", "load_spec", "open_results", "run_chunk", "run_study",
+        "fit", "load_spec", "open_results", "run_study",
     }
+    assert len(toyengine.__all__) <= 15
+
+
+def test_layers_import_down_only():
+    """No module imports a higher layer (core < models < study < run < cli; store and
+    summary below run and cli), and the store does not import the package root or summary."""
+    import ast
+    from pathlib import Path
+
+    rank = {"core": 0, "errors": 0, "_version": 0, "models": 1, "study": 2, "store": 3,
+            "summary": 3, "run": 4, "cli": 5}
+    root = Path(toyengine.__file__).parent
+    bad = []
+    for f in root.rglob("*.py"):
+        rel = f.relative_to(root).parts
+        layer = rel[0].removesuffix(".py")
+        if layer not in rank:
+            continue
+        depth = len(rel) - 1  # packages below the root holding f
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            if node.level <= depth:
+                continue  # stays inside its own layer
+            target = (node.module or "").split(".")[0]
+            names = [a.name for a in node.names] if not target else [target]
+            for t in names:
+                if (t in rank and rank[t] > rank[layer]) or (layer == "store" and (
+                        t == "summary" or (not node.module and t == "__version__"))):
+                    bad.append(f"{'/'.join(rel)} imports {t}")
+    assert bad == []
 
 
 def test_cli_status_summary_plot(tmp_path):

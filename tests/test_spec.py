@@ -85,7 +85,7 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     """Every Z_c study file validates (models built); one significance toy runs end to end."""
     import numpy as np
 
-    from toyengine import Chunk, run_chunk
+    from toyengine.study.recipe import Chunk, run_chunk
     from toyengine.study.spec import load_spec
 
     root = Path(__file__).parent.parent / "studies" / "zc4100"

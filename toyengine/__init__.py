@@ -6,22 +6,23 @@
 >>> ds = toyengine.open_results("out/pulls.zarr")                     # doctest: +SKIP
 >>> ds.toys.pulls()                                                   # doctest: +SKIP
 
-Layers (docs: ARCHITECTURE): core (params, lineshapes, model1d, fit) → study (spec,
-recipe.run_chunk) → run (runner, Dask) → store (zarr/xarray) → summary → cli.
+Everything else is reachable by module, one folder per layer (imports point down only):
+:mod:`toyengine.core` (parameters, lineshapes, the 1-D and Dalitz models, the fitter) ←
+:mod:`toyengine.models` (builders) ← :mod:`toyengine.study` (spec, ``recipe.run_chunk``) ←
+:mod:`toyengine.run` (Dask) → :mod:`toyengine.store` (zarr/xarray); :mod:`toyengine.summary`
+reads Datasets; :mod:`toyengine.cli` sits on top. ``docs/modules.md`` is the map.
 """
 
-__version__ = "0.1.0"
-
+from . import summary as _summary  # noqa: F401  (registers the ``ds.toys`` accessor)
+from ._version import __version__
 from .core.fit import FitResult, fit  # noqa: E402
 from .core.params import Constraint, Parameter, ParameterSet  # noqa: E402
 from .errors import ModelError, SpecError, StoreError, ToyEngineError  # noqa: E402
 from .run.runner import RunReport, run_study  # noqa: E402
 from .store import open_results  # noqa: E402
-from .study.recipe import Chunk, run_chunk  # noqa: E402
 from .study.spec import StudySpec, load_spec  # noqa: E402
 
 __all__ = [
-    "Chunk",
     "Constraint",
     "FitResult",
     "ModelError",
@@ -36,7 +37,6 @@ __all__ = [
     "fit",
     "load_spec",
     "open_results",
-    "run_chunk",
     "run_study",
 ]
 

@@ -60,7 +60,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     report = submit_study(spec, args.store, system=args.cluster, profile=args.profile,
                           security=args.tls_config, chunk_size=args.chunk_size,
                           progress=None if args.quiet else sys.stderr, **overrides)
-    from .main import finish_run
+    from .finish import finish_run
 
     return finish_run(report, args.store, args.summary)
 

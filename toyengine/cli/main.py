@@ -6,12 +6,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ..errors import SpecError, StoreError, ToyEngineError
-
-if TYPE_CHECKING:
-    from ..run.runner import RunReport
+from .finish import finish_run
 
 __all__ = ["main"]
 
@@ -30,28 +27,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                        chunk_size=args.chunk_size, security=security,
                        progress=None if args.quiet else sys.stderr)
     return finish_run(report, args.store, args.summary)
-
-
-def finish_run(report: RunReport, store: str, summary: bool) -> int:
-    """Print what a run did (and the summary if asked); the exit code: 0 only when every
-    toy is in the store, 3 when chunks are missing (rerun to resume)."""
-    r = report
-    print(f"store: {r.store}")
-    print(f"toys: {r.toys_total} in {r.chunks_total} chunks of <= {r.chunk_size} "
-          f"(ran {r.chunks_run}, already done {r.chunks_skipped}) in "
-          f"{r.seconds:.1f} s; failed fits this run: {r.failed_fits}")
-    for err in r.errors[:10]:
-        print(f"error: {err}", file=sys.stderr)
-    if not r.complete:
-        print(f"NOT COMPLETE: {len(r.missing_chunks)} chunk(s) not done; run the same "
-              "command again to resume", file=sys.stderr)
-        return 3
-    if summary:
-        from ..store import open_results
-        from ..summary import render_summary
-
-        print(render_summary(open_results(store), "text"))
-    return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

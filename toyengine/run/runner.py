@@ -23,8 +23,8 @@ import zarr
 
 from ..errors import StoreError, ToyEngineError
 from ..store import StoreInfo, create_store, extend_store, write_chunk
-from ..study.recipe import Chunk, build_model, param_axis, run_chunk
-from ..study.spec import StudySpec
+from ..study.recipe import Chunk, param_axis, run_chunk
+from ..study.spec import StudySpec, build_model
 
 __all__ = ["RunReport", "auto_chunk_size", "run_study"]
 

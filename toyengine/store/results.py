@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from .. import __version__
+from .._version import __version__
 from ..errors import StoreError
 from ..study.recipe import Chunk, ChunkResult
 from ..study.spec import StudySpec
@@ -208,8 +208,6 @@ def open_results(path: str | Path) -> xr.Dataset:
         msg = f"no result store at {path}"
         raise StoreError(msg)
     StoreInfo(path)  # validates the format
-    from .. import summary  # noqa: F401 - registers the ``ds.toys`` accessor
-
     # chunks=None: lazily indexed numpy arrays, not dask — reads stay in this process even
     # when a distributed Client is active (workers may not see the store)
     return xr.open_zarr(path, consolidated=False, chunks=None)

@@ -29,15 +29,11 @@ import numpy as np
 
 from ..core.fit import STATUS_EXCEPTION, fit
 from ..errors import FitFailureWarning
-from ..models import get_builder
-from .spec import StudySpec, Variant
+from .seeds import toy_seed
+from .spec import StudySpec, build_model
 
-__all__ = ["Chunk", "ChunkResult", "build_model", "param_axis", "run_chunk", "toy_seed"]
+__all__ = ["Chunk", "ChunkResult", "param_axis", "run_chunk"]
 
-#: per-process cache of built models: a worker builds each (study, variant, model) once
-#: and every toy of every chunk it runs shares that likelihood core.
-_MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
-_MODEL_CACHE_MAX = 8  # a Dalitz model holds ~15 MB of cached amplitudes
 
 
 @dataclass(frozen=True)
@@ -65,34 +61,6 @@ class ChunkResult:
     @property
     def n_failed(self) -> int:
         return int(np.sum(self.arrays["status"] != 1))
-
-
-def toy_seed(root_seed: int, variant: int, toy: int) -> np.random.SeedSequence:
-    """The seed sequence of toy ``(variant, toy)``."""
-    return np.random.SeedSequence(root_seed, spawn_key=(variant, toy))
-
-
-def variant_rng(root_seed: int, variant: int) -> np.random.Generator:
-    """The generator a random variant builds its models with."""
-    return np.random.default_rng(np.random.SeedSequence(root_seed, spawn_key=(variant,)))
-
-
-def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
-    """Build model ``name`` for ``variant`` (cached per process)."""
-    key_variant = variant.index if (variant.random or variant.patches.get(name)) else -1
-    key = (spec.digest, key_variant, name)
-    if key in _MODEL_CACHE:
-        return _MODEL_CACHE[key]
-    cfg = spec.model_config(variant, name)
-    rng = variant_rng(spec.seed, variant.index) if variant.random else None
-    model = get_builder(cfg["builder"])(cfg.get("options") or {}, rng)
-    overrides = cfg.get("parameters")
-    if overrides:
-        model.parameters = model.parameters.updated(overrides)
-    if len(_MODEL_CACHE) >= _MODEL_CACHE_MAX:
-        _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
-    _MODEL_CACHE[key] = model
-    return model
 
 
 def param_axis(spec: StudySpec) -> tuple[str, ...]:

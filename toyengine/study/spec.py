@@ -19,8 +19,15 @@ from typing import Any
 import yaml
 
 from ..errors import ModelError, SpecError
+from ..models import BUILDERS, get_builder
+from .seeds import variant_rng
 
-__all__ = ["KINDS", "StudySpec", "Variant", "load_spec"]
+__all__ = ["KINDS", "StudySpec", "Variant", "build_model", "load_spec"]
+
+#: per-process cache of built models: a worker builds each (study, variant, model) once
+#: and every toy of every chunk it runs shares that likelihood core.
+_MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
+_MODEL_CACHE_MAX = 8  # a Dalitz model holds ~15 MB of cached amplitudes
 
 #: study kinds and the settings they preset (see ARCHITECTURE.md, "One shape for every toy")
 KINDS = {
@@ -124,6 +131,24 @@ class StudySpec:
         return _validate(raw, text, source, base_dir)
 
 
+def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
+    """Build model ``name`` for ``variant`` (cached per process)."""
+    key_variant = variant.index if (variant.random or variant.patches.get(name)) else -1
+    key = (spec.digest, key_variant, name)
+    if key in _MODEL_CACHE:
+        return _MODEL_CACHE[key]
+    cfg = spec.model_config(variant, name)
+    rng = variant_rng(spec.seed, variant.index) if variant.random else None
+    model = get_builder(cfg["builder"])(cfg.get("options") or {}, rng)
+    overrides = cfg.get("parameters")
+    if overrides:
+        model.parameters = model.parameters.updated(overrides)
+    if len(_MODEL_CACHE) >= _MODEL_CACHE_MAX:
+        _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
+    _MODEL_CACHE[key] = model
+    return model
+
+
 def load_spec(path: str | Path) -> StudySpec:
     """Read and validate a study file."""
     p = Path(path)
@@ -209,8 +234,6 @@ def _validate_param_overrides(obj: Any, path: str, source: str) -> None:
 
 
 def _validate_model(obj: Any, path: str, source: str) -> None:
-    from ..models import BUILDERS
-
     _check_keys(obj, MODEL_KEYS, path, source, {"builder"})
     if obj["builder"] not in BUILDERS:
         raise SpecError(f"{path}.builder", obj["builder"],
@@ -347,8 +370,6 @@ def _validate_variants(raw: Any, models: Mapping[str, Any], source: str,
 def _validate_by_building(spec: StudySpec, source: str) -> None:
     """Build every model of every non-random variant (and the first random one) so that
     unknown options and parameter names fail now, not on a worker."""
-    from .recipe import build_model
-
     seen_random = False
     for v in spec.variants:
         if v.random:

@@ -684,13 +684,6 @@ class DalitzModel:
         """A fixed data set (a study's ``data:`` file) written by :meth:`DalitzData.save_npz`."""
         return DalitzData.load_npz(str(path))
 
-    def gof_statistic(self, data: DalitzData, values: np.ndarray) -> float:
-        """Adaptive binned χ² with 12 × 12 equally populated SDP bins (seed 000 §6.4),
-        recorded per toy so a goodness-of-fit study gives its toy-based p-value."""
-        from .gof import adaptive_chi2
-
-        return float(adaptive_chi2(self, values, data)["chi2"])
-
     def nll(self, data: DalitzData) -> DalitzNLL:
         """Extended −ln L of seed 000 Eq. 14 summed over runs, with Gaussian constraints.
 

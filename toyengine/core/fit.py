@@ -117,7 +117,10 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = Minuit(nll, x0, grad=grad, name=params.names)
+            # an analytic ``nll.hessian`` seeds MIGRAD with the exact covariance and
+            # replaces HESSE's numerical second derivatives (one call instead of ~44)
+            m = Minuit(nll, x0, grad=grad, hessian=getattr(nll, "hessian", None) or False,
+                       name=params.names)
             m.errordef = Minuit.LIKELIHOOD
             m.strategy = strategy
             m.print_level = 0

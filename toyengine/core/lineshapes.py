@@ -33,6 +33,7 @@ __all__ = [
     "rbw_density",
     "sphere_angles",
     "sphere_coefficients",
+    "sphere_coefficients_hessian",
     "sphere_coefficients_jacobian",
 ]
 
@@ -115,6 +116,15 @@ def _check_radius(r: float) -> float:
     return r
 
 
+def _breakup_scalar(m: float, m1: float, m2: float) -> float:
+    """:func:`~toyengine.kinematics.breakup_momentum` for one mass, in plain floats (the
+    same factorised formula, hence the same value; no array overhead in a fit's inner loop)."""
+    if not m > m1 + m2:
+        return 0.0
+    lam = (m - m1 - m2) * (m + m1 + m2) * (m - m1 + m2) * (m + m1 - m2)
+    return math.sqrt(lam) / (2.0 * m)
+
+
 def _check_bw(m0: float, gamma0: float, m1: float, m2: float) -> tuple[float, float, float]:
     """Validate Breit–Wigner inputs; return (m0, gamma0, q0)."""
     m0, gamma0 = float(m0), float(gamma0)
@@ -124,7 +134,7 @@ def _check_bw(m0: float, gamma0: float, m1: float, m2: float) -> tuple[float, fl
     if not (math.isfinite(gamma0) and gamma0 > 0.0):
         msg = f"Breit-Wigner width gamma0={gamma0!r} MeV must be finite and > 0"
         raise ModelError(msg)
-    q0 = float(breakup_momentum(m0, m1, m2))
+    q0 = _breakup_scalar(m0, float(m1), float(m2))
     if q0 <= 0.0:
         msg = (
             f"Breit-Wigner mass m0={m0!r} MeV is at or below the decay threshold "
@@ -310,29 +320,91 @@ class BreitWignerGrid:
         f = pref * w / denom
         df_dw = pref * (denom - 2.0 * w * w) / (denom * denom)
         df_dm0_explicit = -pref * w * 4.0 * m0 * diff / (denom * denom)
-        # d ln c0 / d m0
-        z0 = q0 * self.r / 1000.0
-        dlnd_dlnz = _dlog_blatt_weisskopf_dlogz(z0, self.L)
-        dq0_dm0 = _dq_dm(m0, q0, self.m1, self.m2)
-        dlnc0 = (dlnd_dlnz - (2 * self.L + 1)) * dq0_dm0 / q0
-        dw_dm0 = w * (2.0 / m0 + dlnc0)
+        dw_dm0 = w * (2.0 / m0 + self._dlog_c0(m0, q0)[0])
         return f, df_dm0_explicit + df_dw * dw_dm0, df_dw * w / gamma0
 
+    def _dlog_c0(self, m0: float, q0: float) -> tuple[float, float]:
+        """a = d ln c0/dm0 and da/dm0 for c0 = D_L(z0)/q0^{2L+1}, z0 = q0 r.
 
-def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> float:
-    """d ln D_L / d ln z = z D_L'(z) / D_L(z)."""
-    coeffs = _BW_COEFFS[L]
-    z2 = z * z
-    num = sum(2 * k * c * z2**k for k, c in enumerate(coeffs))
-    den = sum(c * z2**k for k, c in enumerate(coeffs))
-    return num / den
+        a = (s − (2L+1)) q0'/q0 with s = d ln D_L/d ln z at z0, so
+        da/dm0 = (ds/d ln z) (q0'/q0)² + (s − (2L+1)) (q0''/q0 − (q0'/q0)²).
+        """
+        z0 = q0 * self.r / 1000.0
+        s, ds = _dlog_blatt_weisskopf_dlogz(z0, self.L)
+        dq, d2q = _dq_dm(m0, q0, self.m1, self.m2)
+        rq = dq / q0
+        a = (s - (2 * self.L + 1)) * rq
+        da = ds * rq * rq + (s - (2 * self.L + 1)) * (d2q / q0 - rq * rq)
+        return a, da
+
+    def density_derivatives(
+        self, m0: float, gamma0: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """F(m), its gradient and its Hessian in (m0, Γ0) on the grid, all analytic.
+
+        F = P Im 1/(u − i w) = P w / (u² + w²) with P = (2/π) m, u = m0² − m² and
+        w = Γ0 m0² c0(m0) g(m) (see :meth:`density_and_gradient`). As a function of (u, w),
+        F_w = P (u² − w²)/D², F_u = −2 P u w/D², F_ww = −F_uu = −2 P w (3u² − w²)/D³ and
+        F_uw = 2 P u (3w² − u²)/D³ (D = u² + w²); the chain rule with u' = 2 m0, u'' = 2,
+        w_Γ = w/Γ0, w_m = w (2/m0 + a), w_mm = w [(2/m0 + a)² − 2/m0² + a'],
+        a = d ln c0/dm0 (:meth:`_dlog_c0`) gives the derivatives in (m0, Γ0).
+
+        Returns
+        -------
+        (F, dF, d2F) : tuple of ndarray
+            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0.
+        """
+        m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
+        c0 = self._c0(q0)
+        w = (gamma0 * m0 * m0 * c0) * self._g
+        u = m0 * m0 - self._m2
+        u2, w2 = u * u, w * w
+        denom = u2 + w2
+        pref = (2.0 / math.pi) * self.m
+        inv_d2 = 1.0 / (denom * denom)
+        inv_d3 = inv_d2 / denom
+        f = pref * w / denom
+        f_w = pref * (u2 - w2) * inv_d2
+        f_u = -2.0 * pref * u * w * inv_d2
+        f_ww = -2.0 * pref * w * (3.0 * u2 - w2) * inv_d3
+        f_uw = 2.0 * pref * u * (3.0 * w2 - u2) * inv_d3
+        a, da = self._dlog_c0(m0, q0)
+        lm = 2.0 / m0 + a
+        w_m = w * lm
+        w_mm = w * (lm * lm - 2.0 / (m0 * m0) + da)
+        w_g = w / gamma0
+        u_m = 2.0 * m0
+        d_m = f_u * u_m + f_w * w_m
+        d_g = f_w * w_g
+        d_gg = f_ww * w_g * w_g
+        d_mg = (f_uw * u_m + f_ww * w_m) * w_g + f_w * w_m / gamma0
+        d_mm = (-f_ww * u_m * u_m + 2.0 * f_uw * u_m * w_m + f_ww * w_m * w_m
+                + 2.0 * f_u + f_w * w_mm)
+        return f, np.stack([d_m, d_g]), np.stack([np.stack([d_mm, d_mg]),
+                                                  np.stack([d_mg, d_gg])])
 
 
-def _dq_dm(m: float, q: float, m1: float, m2: float) -> float:
-    """dq/dm of the break-up momentum, from q² = (m² − s₊)(m² − s₋)/(4m²)."""
-    s_plus, s_minus = (m1 + m2) ** 2, (m1 - m2) ** 2
-    dq2_dm = (2.0 * m * m - s_plus - s_minus) / (2.0 * m) - 2.0 * q * q / m
-    return dq2_dm / (2.0 * q)
+def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> tuple[float, float]:
+    """s = d ln D_L/d ln z and ds/d ln z (D_L a polynomial in y = z²: d y^k/d ln z = 2k y^k)."""
+    y = z * z
+    den = num = num2 = 0.0
+    for k, c in enumerate(_BW_COEFFS[L]):
+        t = c * y**k
+        den += t
+        num += 2 * k * t
+        num2 += 4 * k * k * t
+    s = num / den
+    return s, num2 / den - s * s
+
+
+def _dq_dm(m: float, q: float, m1: float, m2: float) -> tuple[float, float]:
+    """dq/dm and d²q/dm² of the break-up momentum: with u = q² = m²/4 − (s₊ + s₋)/4 +
+    s₊s₋/(4m²), u' = m/2 − s₊s₋/(2m³), u'' = 1/2 + 3 s₊s₋/(2m⁴), q' = u'/(2q) and
+    q'' = u''/(2q) − u'²/(4q³)."""
+    pp = (m1 + m2) ** 2 * (m1 - m2) ** 2
+    du = 0.5 * m - pp / (2.0 * m**3)
+    d2u = 0.5 + 1.5 * pp / m**4
+    return du / (2.0 * q), d2u / (2.0 * q) - du * du / (4.0 * q**3)
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,6 +513,40 @@ def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
     prefix0 = np.concatenate(([1.0], np.cumprod(s2)))
     jac[np.arange(n), np.arange(n)] = -prefix0[:n] * sin2
     return jac
+
+
+def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
+    """Second derivatives H[k, j, l] = ∂²b_k/∂φ_j∂φ_l of :func:`sphere_coefficients`,
+    shape (n + 1, n, n).
+
+    b_k is a product of one-angle factors h_i: sin²φ_i for i < k and cos²φ_k for k < n.
+    Hence ∂²b_k/∂φ_j∂φ_l = h_j' h_l' Π_{i∉{j,l}} h_i (j ≠ l) and h_j'' Π_{i≠j} h_i (j = l),
+    zero when φ_j or φ_l is not a factor; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ and
+    (cos²)' = −sin 2φ, (cos²)'' = −2 cos 2φ. Products are formed without division.
+    """
+    phis = np.atleast_1d(np.asarray(phis, dtype=float))
+    n = phis.size
+    out = np.zeros((n + 1, n, n))
+    sin2, cos2 = np.sin(2.0 * phis), np.cos(2.0 * phis)
+    s2 = np.sin(phis) ** 2
+    c2 = np.cos(phis) ** 2
+    for k in range(n + 1):
+        # factors (h, h', h'') of b_k by angle index
+        fac = {i: (s2[i], sin2[i], 2.0 * cos2[i]) for i in range(k)}
+        if k < n:
+            fac[k] = (c2[k], -sin2[k], -2.0 * cos2[k])
+        for j in fac:
+            for l in fac:
+                prod = 1.0
+                for i, (h, h1, h2) in fac.items():
+                    if i == j == l:
+                        prod *= h2
+                    elif i in (j, l):
+                        prod *= h1
+                    else:
+                        prod *= h
+                out[k, j, l] = prod
+    return out
 
 
 def sphere_angles(coeffs: ArrayLike) -> NDArray[np.float64]:

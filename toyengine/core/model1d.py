@@ -151,9 +151,13 @@ class Model1D:
             self.pad = int(math.ceil(resolution.half_width / self.h))
             offsets = self.h * np.arange(-self.pad, self.pad + 1)
             kernel = np.asarray(resolution.density(offsets), dtype=float)
-            kernel = kernel / (kernel.sum() * self.h)
-            self.ext_grid = lo + self.h * np.arange(-self.pad, n + self.pad)
-            self._nfft = scipy.fft.next_fast_len(len(self.ext_grid) + len(kernel) - 1, real=True)
+            kernel = kernel / kernel.sum()  # the convolution sum's h * R(j h), summing to 1
+            # circular convolution of length N: the kept outputs [2 pad, 2 pad + n) of the
+            # linear convolution (length n + 4 pad) receive no wrapped-around terms once
+            # N >= n + 2 pad, so that length is exact. The shapes are evaluated on N points
+            # (the padded range plus up to a few nodes that feed only discarded outputs).
+            self._nfft = scipy.fft.next_fast_len(n + 2 * self.pad, real=True)
+            self.ext_grid = lo + self.h * np.arange(-self.pad, self._nfft - self.pad)
             self._kernel_fft = scipy.fft.rfft(kernel, self._nfft)
         else:
             self.pad = 0
@@ -178,24 +182,37 @@ class Model1D:
                 self._basis_grid.append(None)
         self._basis_int = [None if b is None else _trapz_rows(b, self.h)
                            for b in self._basis_grid]
-        self._cache: list[tuple[tuple[float, ...], np.ndarray] | None] = [None] * len(
-            self.components)
+        # per parametric component: the values its entries belong to and the normalised
+        # grid density "g" (and, once asked for, its derivatives "dg", "d2g")
+        self._cache: list[dict[str, object]] = [{} for _ in self.components]
 
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
         """Discrete convolution with the kernel along the last axis (rows batched)."""
-        spec = scipy.fft.rfft(f_ext, self._nfft, axis=-1) * self._kernel_fft
+        spec = scipy.fft.rfft(f_ext, axis=-1)
+        spec *= self._kernel_fft
         full = scipy.fft.irfft(spec, self._nfft, axis=-1)
         start = 2 * self.pad
-        return full[..., start:start + len(self.grid)] * self.h
+        return full[..., start:start + len(self.grid)]
+
+    def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
+        return tuple([float(x[j]) for j in self._shape_idx[i]])
+
+    def _entry(self, i: int, vals: tuple[float, ...]) -> dict[str, object]:
+        entry = self._cache[i]
+        if entry.get("vals") != vals:
+            entry.clear()
+            entry["vals"] = vals
+        return entry
 
     def component_grid(self, i: int, x: np.ndarray) -> np.ndarray:
         """Normalised density of component ``i`` on the fit-range grid for full parameter
         vector ``x`` (cached on the component's own parameter values)."""
-        vals = tuple(float(x[j]) for j in self._shape_idx[i])
-        cached = self._cache[i]
-        if cached is not None and cached[0] == vals:
-            return cached[1]
+        vals = self._shape_values(i, x)
+        entry = self._entry(i, vals)
+        g = entry.get("g")
+        if g is not None:
+            return g  # type: ignore[return-value]
         comp = self.components[i]
         basis = self._basis_grid[i]
         if basis is not None:
@@ -212,7 +229,8 @@ class Model1D:
             g = np.full_like(self.grid, np.nan)
         else:
             g = g / norm
-        self._cache[i] = (vals, g)
+        entry["g"] = g
+        entry["norm"] = norm
         return g
 
     def supports_gradient(self) -> bool:
@@ -225,28 +243,70 @@ class Model1D:
                 return False
         return True
 
+    def supports_hessian(self) -> bool:
+        """Every component can give analytic second derivatives of its shape."""
+        for c, basis in zip(self.components, self._basis_grid, strict=True):
+            if basis is not None:
+                if not hasattr(c.shape, "coefficients_hessian"):
+                    return False
+            elif not hasattr(c.shape, "evaluate_with_hessian"):
+                return False
+        return True
+
     def component_grid_gradient(self, i: int, x: np.ndarray) -> np.ndarray:
         """Derivatives of the normalised grid density of parametric component ``i`` with
-        respect to its shape parameters, shape (n_params, n_grid):
-        ``d g = (conv(dF) - g * int conv(dF)) / int conv(F)``."""
-        vals = tuple(float(x[j]) for j in self._shape_idx[i])
-        cache = self.__dict__.setdefault("_gcache", {})
-        hit = cache.get(i)
-        if hit is not None and hit[0] == vals:
-            return hit[1]
+        respect to its shape parameters, shape (n_params, n_grid).
+
+        With G = conv(F), I = ∫G and g = G/I: ``g_a = (G_a − g I_a)/I``.
+        """
+        vals = self._shape_values(i, x)
+        g = self.component_grid(i, x)
+        entry = self._entry(i, vals)
+        dg = entry.get("dg")
+        if dg is not None:
+            return dg  # type: ignore[return-value]
         comp = self.components[i]
         xs = self.ext_grid if comp.convolve else self.grid
-        f, df = comp.shape.evaluate_with_gradient(xs, vals)  # type: ignore[union-attr]
-        if comp.convolve:
-            both = self._convolve(np.vstack([f[None, :], df]))
-            conv_f, conv_df = both[0], both[1:]
-        else:
-            conv_f, conv_df = f, df
-        norm = _trapz(np.maximum(conv_f, 0.0), self.h)
-        g = np.maximum(conv_f, 0.0) / norm
-        dg = (conv_df - g[None, :] * _trapz_rows(conv_df, self.h)[:, None]) / norm
-        cache[i] = (vals, dg)
+        _, df = comp.shape.evaluate_with_gradient(xs, vals)  # type: ignore[union-attr]
+        big_ga = self._convolve(df) if comp.convolve else df
+        norm = entry["norm"]
+        i_a = _trapz_rows(big_ga, self.h)
+        dg = (big_ga - g[None, :] * i_a[:, None]) / norm
+        entry["dg"] = dg
+        entry["i_a"] = i_a
         return dg
+
+    def component_grid_hessian(self, i: int, x: np.ndarray) -> np.ndarray:
+        """Second derivatives (p, p, n_grid) of the normalised grid density of parametric
+        component ``i`` in its shape parameters.
+
+        Differentiating g I = G twice: ``g_ab = (G_ab − g_a I_b − g_b I_a − g I_ab)/I``.
+        """
+        vals = self._shape_values(i, x)
+        g = self.component_grid(i, x)
+        g_a = self.component_grid_gradient(i, x)
+        entry = self._entry(i, vals)
+        d2g = entry.get("d2g")
+        if d2g is not None:
+            return d2g  # type: ignore[return-value]
+        comp = self.components[i]
+        xs = self.ext_grid if comp.convolve else self.grid
+        _, _, d2f = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+        p = len(vals)
+        upper = np.triu_indices(p)
+        rows = d2f[upper]  # the distinct second derivatives only
+        conv = self._convolve(rows) if comp.convolve else rows
+        big_gab = np.empty((p, p, conv.shape[-1]))
+        big_gab[upper] = conv
+        big_gab[upper[1], upper[0]] = conv
+        norm = entry["norm"]
+        i_a = entry["i_a"]
+        i_ab = _trapz_rows(big_gab, self.h)
+        d2g = (big_gab - g_a[:, None, :] * i_a[None, :, None]  # type: ignore[index]
+               - g_a[None, :, :] * i_a[:, None, None]  # type: ignore[index]
+               - g[None, None, :] * i_ab[:, :, None]) / norm
+        entry["d2g"] = d2g
+        return d2g
 
     def density_grid(self, x: np.ndarray | None = None) -> np.ndarray:
         """Total normalised density ``sum_c N_c f_c / sum_c N_c`` on the grid."""
@@ -313,37 +373,74 @@ class UnbinnedNLL:
         k = np.clip(np.floor(pos).astype(int), 0, len(model.grid) - 2)
         self._k = k
         self._t = pos - k
+        self._k1 = k + 1
+        self._t1 = 1.0 - self._t
         self._event_basis = [None if b is None else self._interp(b) for b in model._basis_grid]
-        self._ecache: list[tuple[tuple[float, ...], np.ndarray] | None] = [None] * len(
+        # per component: the shape values and [f, df, d2f] at the events computed so far
+        self._ecache: list[tuple[tuple[float, ...], list[np.ndarray]] | None] = [None] * len(
             model.components)
+        self._w = np.ones_like(self.data) if weights is None else weights
         self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
         if model.supports_gradient():
             self.grad = self._grad  # iminuit uses it when present
+            if model.supports_hessian():
+                self.hessian = self._hessian  # and this one, in MIGRAD's seed and HESSE
 
     def _interp(self, g: np.ndarray) -> np.ndarray:
-        return g[..., self._k] * (1.0 - self._t) + g[..., self._k + 1] * self._t
+        return g[..., self._k] * self._t1 + g[..., self._k1] * self._t
 
-    def component_at_events(self, i: int, x: np.ndarray) -> np.ndarray:
+    def _component_events(self, i: int, x: np.ndarray, order: int) -> list[np.ndarray]:
+        """``[f, df, d2f][:order + 1]`` of component ``i`` at the events: the normalised
+        density, its gradient (p, n) and Hessian (p, p, n) in the component's shape
+        parameters (cached on their values)."""
         m = self.model
-        vals = tuple(float(x[j]) for j in m._shape_idx[i])
+        vals = m._shape_values(i, x)
         cached = self._ecache[i]
         if cached is not None and cached[0] == vals:
-            return cached[1]
+            out = cached[1]
+            if len(out) > order:
+                return out
+        else:
+            out = []
+            self._ecache[i] = (vals, out)
         eb = self._event_basis[i]
         if eb is not None:
-            coef = np.asarray(m.components[i].shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
-            f = (coef @ eb) / (coef @ m._basis_int[i])
+            shape = m.components[i].shape
+            bint = m._basis_int[i]
+            coef = np.asarray(shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
+            norm = coef @ bint
+            if not out:  # f norm = c.B_ev: differentiate once and twice
+                out.append((coef @ eb) / norm)
+            f = out[0]
+            if order >= 1:
+                cj = np.asarray(shape.coefficients_jacobian(vals), dtype=float)  # type: ignore[union-attr]
+                n_a = cj.T @ bint
+                if len(out) < 2:
+                    out.append((cj.T @ eb - np.outer(n_a, f)) / norm)
+                df = out[1]
+                if order >= 2:
+                    ch = np.asarray(shape.coefficients_hessian(vals), dtype=float)  # type: ignore[union-attr]
+                    n_ab = np.tensordot(bint, ch, axes=1)
+                    out.append((np.tensordot(ch, eb, axes=((0,), (0,)))
+                                - df[:, None, :] * n_a[None, :, None]
+                                - df[None, :, :] * n_a[:, None, None]
+                                - f[None, None, :] * n_ab[:, :, None]) / norm)
         else:
-            f = self._interp(m.component_grid(i, x))
-        self._ecache[i] = (vals, f)
-        return f
+            getters = (m.component_grid, m.component_grid_gradient, m.component_grid_hessian)
+            for k in range(len(out), order + 1):
+                out.append(self._interp(getters[k](i, x)))
+        return out
+
+    def component_at_events(self, i: int, x: np.ndarray) -> np.ndarray:
+        """Normalised density of component ``i`` at the events."""
+        return self._component_events(i, x, 0)[0]
 
     def event_densities(self, x: np.ndarray) -> np.ndarray:
         """``sum_c N_c f_c(x_i)`` for every event."""
         yields = x[self.model._yield_idx]
         dens = yields[0] * self.component_at_events(0, x)
         for i in range(1, len(yields)):
-            dens = dens + yields[i] * self.component_at_events(i, x)
+            dens += yields[i] * self.component_at_events(i, x)
         return dens
 
     def __call__(self, x: np.ndarray) -> float:
@@ -367,29 +464,50 @@ class UnbinnedNLL:
         x = np.asarray(x, dtype=float)
         m = self.model
         yields = x[m._yield_idx]
-        dens = np.maximum(self.event_densities(x), 1e-300)
-        w_over_d = (1.0 / dens) if self.weights is None else self.weights / dens
+        w_over_d = self._w / np.maximum(self.event_densities(x), 1e-300)
         grad = np.zeros_like(x)
-        for i, comp in enumerate(m.components):
-            f = self.component_at_events(i, x)
-            grad[m._yield_idx[i]] += 1.0 - float(f @ w_over_d)
+        for i in range(len(m.components)):
             idx = m._shape_idx[i]
-            if not idx:
-                continue
-            vals = tuple(float(x[j]) for j in idx)
-            eb = self._event_basis[i]
-            if eb is not None:
-                coef = np.asarray(comp.shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
-                jac = np.asarray(comp.shape.coefficients_jacobian(vals), dtype=float)  # type: ignore[union-attr]
-                norm = coef @ m._basis_int[i]
-                # d f / d phi_j = (J_j . B_ev - f J_j . I) / norm
-                df = (jac.T @ eb - np.outer(jac.T @ m._basis_int[i], f)) / norm
-            else:
-                df = self._interp(m.component_grid_gradient(i, x))
-            grad[list(idx)] += -yields[i] * (df @ w_over_d)
+            ev = self._component_events(i, x, 1 if idx else 0)
+            grad[m._yield_idx[i]] += 1.0 - float(ev[0] @ w_over_d)
+            if idx:
+                grad[list(idx)] -= yields[i] * (ev[1] @ w_over_d)
         if len(self._cidx):
             grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
         return grad
+
+    def _hessian(self, x: np.ndarray) -> np.ndarray:
+        """Analytic Hessian of :meth:`__call__` over all parameters (fixed ones included).
+
+        With D_i = sum_c N_c f_c(x_i) and weights w_i (1 without weights),
+        ``d2(-ln L)/da db = sum_i w_i [D_a D_b / D_i^2 - D_ab / D_i]`` plus the constraint
+        terms ``1/s_p^2``; ``D_{N_c} = f_c``, ``D_theta = N_c df_c/dtheta``,
+        ``D_{N_c theta} = df_c/dtheta`` and ``D_{theta theta'} = N_c d2f_c/dtheta dtheta'``
+        for the shape parameters ``theta`` of component ``c``.
+        """
+        x = np.asarray(x, dtype=float)
+        m = self.model
+        yields = x[m._yield_idx]
+        dens = np.maximum(self.event_densities(x), 1e-300)
+        w_over_d = self._w / dens
+        jac = np.zeros((len(x), len(dens)))  # dD_i / d param
+        hess = np.zeros((len(x), len(x)))
+        for i in range(len(m.components)):
+            yi = m._yield_idx[i]
+            idx = list(m._shape_idx[i])
+            ev = self._component_events(i, x, 2 if idx else 0)
+            jac[yi] += ev[0]
+            if not idx:
+                continue
+            jac[idx] += yields[i] * ev[1]
+            cross = ev[1] @ w_over_d  # sum_i w_i D_{N theta} / D_i
+            hess[yi, idx] -= cross
+            hess[idx, yi] -= cross
+            hess[np.ix_(idx, idx)] -= yields[i] * (ev[2] @ w_over_d)
+        hess += (jac * (w_over_d / dens)) @ jac.T
+        if len(self._cidx):
+            hess[self._cidx, self._cidx] += 1.0 / self._csig**2
+        return hess
 
     def weighted_covariance(self, x: np.ndarray, free: Sequence[str],
                             step: float = 1e-5) -> np.ndarray:

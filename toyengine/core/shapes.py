@@ -17,6 +17,7 @@ from .lineshapes import (
     bernstein_basis,
     rbw_density,
     sphere_coefficients,
+    sphere_coefficients_hessian,
     sphere_coefficients_jacobian,
 )
 
@@ -86,6 +87,18 @@ class RelativisticBW:
         f, d_m0, d_g = grid.density_and_gradient(m0, gamma0)
         return f, np.stack([d_m0, d_g])
 
+    def evaluate_with_hessian(self, x: np.ndarray, values: tuple[float, ...]
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The shape, its gradient (2, n) and its Hessian (2, 2, n) in ``(x0, Gamma0)``
+        (:meth:`~toyengine.lineshapes.BreitWignerGrid.density_derivatives`)."""
+        x0, gamma0 = values
+        m0 = self.offset + x0
+        if m0 <= self.m_a + self.m_b or gamma0 <= 0:
+            return np.zeros_like(x), np.zeros((2, len(x))), np.zeros((2, 2, len(x)))
+        grid = self._grid(x)
+        assert grid is not None
+        return grid.density_derivatives(m0, gamma0)
+
 
 @dataclass(frozen=True)
 class PhaseSpacePolynomial:
@@ -136,3 +149,9 @@ class PhaseSpacePolynomial:
         if not values:
             return np.zeros((1, 0))
         return sphere_coefficients_jacobian(np.asarray(values, dtype=float))
+
+    def coefficients_hessian(self, values: tuple[float, ...]) -> np.ndarray:
+        """``d2 c_k / d phi_j d phi_l``, shape (order + 1, order, order)."""
+        if not values:
+            return np.zeros((1, 0, 0))
+        return sphere_coefficients_hessian(np.asarray(values, dtype=float))

@@ -13,14 +13,54 @@ Everything else is reachable by module, one folder per layer (imports point down
 reads Datasets; :mod:`toyengine.cli` sits on top. ``docs/modules.md`` is the map.
 """
 
-from . import summary as _summary  # noqa: F401  (registers the ``ds.toys`` accessor)
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .core.fit import FitResult, fit  # noqa: E402
-from .core.params import Constraint, Parameter, ParameterSet  # noqa: E402
-from .errors import ModelError, SpecError, StoreError, ToyEngineError  # noqa: E402
-from .run.runner import RunReport, run_study  # noqa: E402
-from .store import open_results  # noqa: E402
-from .study.spec import StudySpec, load_spec  # noqa: E402
+
+# Public names and the module that defines each. They are imported on first use (PEP 562
+# module __getattr__), so ``import toyengine`` and ``toyengine --help`` do not pay for
+# Dask, zarr, xarray or iminuit before something needs them.
+_LAZY = {
+    "FitResult": "core.fit",
+    "fit": "core.fit",
+    "Constraint": "core.params",
+    "Parameter": "core.params",
+    "ParameterSet": "core.params",
+    "ModelError": "errors",
+    "SpecError": "errors",
+    "StoreError": "errors",
+    "ToyEngineError": "errors",
+    "RunReport": "run.runner",
+    "run_study": "run.runner",
+    "open_results": "store",
+    "StudySpec": "study.spec",
+    "load_spec": "study.spec",
+}
+#: names that hand out Datasets: loading them registers the ``ds.toys`` accessor too
+_WITH_ACCESSOR = frozenset({"open_results", "run_study"})
+
+if TYPE_CHECKING:
+    from .core.fit import FitResult, fit
+    from .core.params import Constraint, Parameter, ParameterSet
+    from .errors import ModelError, SpecError, StoreError, ToyEngineError
+    from .run.runner import RunReport, run_study
+    from .store import open_results
+    from .study.spec import StudySpec, load_spec
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'toyengine' has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    if name in _WITH_ACCESSOR:
+        importlib.import_module(".summary", __name__)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Constraint",

@@ -484,10 +484,60 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     if phis.ndim != 1:
         msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
         raise ModelError(msg)
-    s2 = np.sin(phis) ** 2
-    c2 = np.cos(phis) ** 2
-    prefix = np.concatenate(([1.0], np.cumprod(s2)))  # Π_{i<k} sin²φ_i, k = 0..n
-    return prefix * np.concatenate((c2, [1.0]))
+    return np.array(_sphere_products(phis.tolist(), 0))
+
+
+def _sphere_factors(phis: list[float], k: int) -> list[tuple[int, float, float, float]]:
+    """The one-angle factors of b_k as (angle index, h, h', h''): sin²φ_i for i < k and
+    cos²φ_k for k < n; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ, (cos²)' = −sin 2φ,
+    (cos²)'' = −2 cos 2φ."""
+    out = []
+    for i in range(min(k + 1, len(phis))):
+        p = phis[i]
+        sin_2p, cos_2p = math.sin(2.0 * p), math.cos(2.0 * p)
+        if i < k:
+            out.append((i, math.sin(p) ** 2, sin_2p, 2.0 * cos_2p))
+        else:
+            out.append((i, math.cos(p) ** 2, -sin_2p, -2.0 * cos_2p))
+    return out
+
+
+def _sphere_products(phis: list[float], order: int) -> list:
+    """b_k (order 0), ∂b_k/∂φ_j (order 1) or ∂²b_k/∂φ_j∂φ_l (order 2) as nested lists.
+
+    A derivative of the product b_k = Π h_i replaces the factor of each differentiated
+    angle by its derivative (h'' when both derivatives hit the same angle); it is zero when
+    the angle is not a factor of b_k. Plain floats and no division: fast for the few angles
+    of a background polynomial and exact at φ = 0 or π/2.
+    """
+    n = len(phis)
+    rows: list = []
+    for k in range(n + 1):
+        fac = _sphere_factors(phis, k)
+        if order == 0:
+            prod = 1.0
+            for _, h, _, _ in fac:
+                prod *= h
+            rows.append(prod)
+            continue
+        if order == 1:
+            row = [0.0] * n
+            for j, _, _, _ in fac:
+                prod = 1.0
+                for i, h, h1, _ in fac:
+                    prod *= h1 if i == j else h
+                row[j] = prod
+            rows.append(row)
+            continue
+        mat = [[0.0] * n for _ in range(n)]
+        for j, _, _, _ in fac:
+            for l, _, _, _ in fac:
+                prod = 1.0
+                for i, h, h1, h2 in fac:
+                    prod *= (h2 if i == j == l else h1 if i in (j, l) else h)
+                mat[j][l] = prod
+        rows.append(mat)
+    return rows
 
 
 def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -499,20 +549,7 @@ def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
     sin or cos, so it is exact at φ = 0 or π/2.
     """
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    n = phis.size
-    s2 = np.sin(phis) ** 2
-    c2 = np.concatenate((np.cos(phis) ** 2, [1.0]))
-    sin2 = np.sin(2.0 * phis)
-    # row j of `factors` is s2 with entry j replaced by sin(2φ_j)
-    factors = np.tile(s2, (n, 1))
-    factors[np.arange(n), np.arange(n)] = sin2
-    prefix = np.concatenate((np.ones((n, 1)), np.cumprod(factors, axis=1)), axis=1)  # (n, n+1)
-    jac = (prefix * c2).T  # jac[k, j] = Π_{i<k} factors[j, i] · c_k
-    k_idx, j_idx = np.meshgrid(np.arange(n + 1), np.arange(n), indexing="ij")
-    jac = np.where(j_idx < k_idx, jac, 0.0)
-    prefix0 = np.concatenate(([1.0], np.cumprod(s2)))
-    jac[np.arange(n), np.arange(n)] = -prefix0[:n] * sin2
-    return jac
+    return np.array(_sphere_products(phis.tolist(), 1)).reshape(phis.size + 1, phis.size)
 
 
 def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -526,27 +563,7 @@ def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
     """
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
     n = phis.size
-    out = np.zeros((n + 1, n, n))
-    sin2, cos2 = np.sin(2.0 * phis), np.cos(2.0 * phis)
-    s2 = np.sin(phis) ** 2
-    c2 = np.cos(phis) ** 2
-    for k in range(n + 1):
-        # factors (h, h', h'') of b_k by angle index
-        fac = {i: (s2[i], sin2[i], 2.0 * cos2[i]) for i in range(k)}
-        if k < n:
-            fac[k] = (c2[k], -sin2[k], -2.0 * cos2[k])
-        for j in fac:
-            for l in fac:
-                prod = 1.0
-                for i, (h, h1, h2) in fac.items():
-                    if i == j == l:
-                        prod *= h2
-                    elif i in (j, l):
-                        prod *= h1
-                    else:
-                        prod *= h
-                out[k, j, l] = prod
-    return out
+    return np.array(_sphere_products(phis.tolist(), 2)).reshape(n + 1, n, n)
 
 
 def sphere_angles(coeffs: ArrayLike) -> NDArray[np.float64]:

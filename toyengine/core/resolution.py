@@ -21,8 +21,9 @@ from functools import cached_property
 from typing import Any, Final
 
 import numpy as np
+import scipy  # scipy.integrate/.optimize/.stats load on first use (stats alone costs ~0.3 s)
 from numpy.typing import ArrayLike, NDArray
-from scipy import integrate, optimize, special, stats
+from scipy import special
 
 from ..errors import ModelError
 
@@ -304,7 +305,7 @@ class Resolution:
                 x / p["sigma2"]
             )
         if kind == "student_t":
-            return stats.t.cdf(x / p["sigma"], 1.0 + p["n"])
+            return scipy.stats.t.cdf(x / p["sigma"], 1.0 + p["n"])
         if kind == "johnson_su":
             return special.ndtr(p["delta"] * np.arcsinh(x / p["lambda_"]))
         if kind == "novosibirsk":
@@ -343,7 +344,7 @@ class Resolution:
         if kind == "cb2":
             return p["sigma"] * _cb2_sample(p["alpha"], p["n"], size, rng)
         beta = p["beta"]
-        w = stats.geninvgauss.rvs(1.0, beta * beta, size=size, random_state=rng)
+        w = scipy.stats.geninvgauss.rvs(1.0, beta * beta, size=size, random_state=rng)
         return p["sigma"] * np.sqrt(w) * rng.standard_normal(size)
 
     # -- summaries ------------------------------------------------------------------------
@@ -413,7 +414,7 @@ class Resolution:
 
         if excess(cap) > 0.0:
             return cap
-        root = optimize.brentq(excess, 0.0, cap, xtol=1e-10 * cap, rtol=1e-12)
+        root = scipy.optimize.brentq(excess, 0.0, cap, xtol=1e-10 * cap, rtol=1e-12)
         return min(float(root) * (1.0 + 1e-6), cap)  # step just past the root: tail < 1e-7
 
     def tail_mass(self, h: float) -> float:
@@ -527,7 +528,7 @@ def _cb2_rms(alpha: float, n: float) -> float:
 def _apollonios_upper_tail(d: float, beta: float) -> float:
     """∫_d^∞ of the unit-σ Apollonios density (quad)."""
     d = abs(d)
-    val, _ = integrate.quad(
+    val, _ = scipy.integrate.quad(
         lambda t: float(apollonios_density(t, 1.0, beta)), d, np.inf, epsabs=0.0, epsrel=1e-10
     )
     return val
@@ -599,7 +600,7 @@ def _match_tcc_shape(kind: str) -> dict[str, float]:
             res = _rms_matched(kind, {"alpha": v[0], "n": math.exp(v[1])}, target.rms)
             return [_central_probability(res, s1) - p1, _central_probability(res, 2.0 * s1) - p2]
 
-        sol = optimize.root(eqs, [1.4, math.log(9.0)], tol=1e-13)
+        sol = scipy.optimize.root(eqs, [1.4, math.log(9.0)], tol=1e-13)
         return {"alpha": float(sol.x[0]), "n": float(math.exp(sol.x[1]))}
     name, bracket = {
         "apollonios": ("beta", (0.3, 3.0)),
@@ -610,7 +611,7 @@ def _match_tcc_shape(kind: str) -> dict[str, float]:
     def eq(v: float) -> float:
         return _central_probability(_rms_matched(kind, {name: v}, target.rms), s1) - p1
 
-    return {name: float(optimize.brentq(eq, *bracket, xtol=1e-14, rtol=1e-13))}
+    return {name: float(scipy.optimize.brentq(eq, *bracket, xtol=1e-14, rtol=1e-13))}
 
 
 #: Shape parameters of the alternative Tcc+ resolutions, derived by ``_match_tcc_shape``

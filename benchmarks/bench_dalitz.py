@@ -1,14 +1,18 @@
-"""Benchmark: one Zc(4100) significance toy (seed 000 §6.5) on one core.
+"""Benchmark: one Zc(4100) significance or J^P rejection toy pair (LHCb, EPJC 78 (2018)
+1019) on one core.
 
-A toy = generate from the baseline model (Poisson yields, both runs), fit the baseline
-model, fit the nominal (1−) model with ``--starts`` starts. Prints the median wall and CPU
+A significance toy = generate from the baseline model (Poisson yields, both runs), fit the
+baseline model, fit the nominal (1−) model with ``--starts`` starts; a J^P rejection toy
+(``--study jp_rejection``) generates and fits the 0+ model and fits the 1− one. Fits skip
+HESSE as these studies do (``--hesse`` adds it). Prints the median wall and CPU
 seconds per toy, the split into generate / fit baseline / fit nominal, the mean number of
 function calls, and the peak resident memory of this process (``resource.getrusage``).
 
 Usage::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dalitz.py [--toys 10] [--starts 1]
-        [--strategy -1] [--maps synthetic|files]
+        [--strategy -1] [--maps synthetic|files] [--study significance|jp_rejection]
+        [--hesse]
 
 BLAS threads are pinned to one before numpy is imported (as dask workers do by default),
 so the numbers are single-core.
@@ -30,29 +34,11 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def _fit(nll, params, starts, rng, strategy):
+def _fit(nll, params, starts, rng, strategy, hesse):
+    from toyengine.core.fit import fit
+
     strategy = None if strategy < 0 else strategy
-    try:
-        from toyengine.core.fit import fit
-    except ImportError:  # the fitter is not there yet: plain iminuit
-        fit = None
-    if fit is not None:
-        return fit(nll, params, starts=starts, rng=rng, strategy=strategy)
-    from iminuit import Minuit
-
-    m = Minuit(nll, params.values, grad=nll.grad, name=params.names)
-    m.errordef = 0.5
-    m.strategy = 0 if strategy is None else strategy
-    params.to_minuit(m)
-    m.migrad()
-    m.hesse()
-
-    class R:
-        nll = m.fval
-        nfcn = m.nfcn
-        valid = m.valid
-
-    return R()
+    return fit(nll, params, starts=starts, rng=rng, strategy=strategy, hesse=hesse)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,16 +46,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--toys", type=int, default=10)
     ap.add_argument("--starts", type=int, default=1)
     ap.add_argument("--strategy", type=int, default=-1,
-                    help="MIGRAD strategy; -1 = toyengine.core.fit's default (0 with a gradient)")
+                    help="MIGRAD strategy; -1 = toyengine.core.fit's default (0 with"
+                         " a gradient)")
     ap.add_argument("--maps", default="synthetic", choices=["synthetic", "files"])
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--study", default="significance", choices=["significance", "jp_rejection"],
+                    help="significance: generate baseline, fit baseline and nominal (1-); "
+                         "jp_rejection: generate and fit nominal 0+, fit nominal 1-")
+    ap.add_argument("--hesse", action="store_true",
+                    help="run HESSE after MIGRAD (these studies do not, by default)")
     args = ap.parse_args(argv)
 
     from toyengine.models.zc4100 import build_zc4100
 
     t0 = time.perf_counter()
-    base = build_zc4100({"hypothesis": "baseline", "maps": args.maps})
-    nom = build_zc4100({"hypothesis": "nominal", "maps": args.maps})
+    if args.study == "significance":
+        base = build_zc4100({"hypothesis": "baseline", "maps": args.maps})
+        nom = build_zc4100({"hypothesis": "nominal", "maps": args.maps})
+    else:
+        base = build_zc4100({"hypothesis": "nominal", "zc_spin": 0, "maps": args.maps})
+        nom = build_zc4100({"hypothesis": "nominal", "zc_spin": 1, "maps": args.maps})
     t_build = time.perf_counter() - t0
     ss = np.random.SeedSequence(args.seed)
     rows = []
@@ -78,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         w0, c0 = time.perf_counter(), time.process_time()
         data = base.sample(base.parameters.values, rng)
         w1 = time.perf_counter()
-        r0 = _fit(base.nll(data), base.parameters, 1, rng, args.strategy)
+        r0 = _fit(base.nll(data), base.parameters, 1, rng, args.strategy, args.hesse)
         w2 = time.perf_counter()
-        r1 = _fit(nom.nll(data), nom.parameters, args.starts, rng, args.strategy)
+        r1 = _fit(nom.nll(data), nom.parameters, args.starts, rng, args.strategy, args.hesse)
         w3, c3 = time.perf_counter(), time.process_time()
         dnll = 2.0 * (r0.nll - r1.nll)
         rows.append((w3 - w0, c3 - c0, w1 - w0, w2 - w1, w3 - w2, r0.nfcn, r1.nfcn,
@@ -91,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     med = lambda i: statistics.median(r[i] for r in rows)  # noqa: E731
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"\nmodel build (both hypotheses): {t_build:.3f} s")
-    print(f"median per significance toy ({args.toys} toys, starts={args.starts}, "
-          f"strategy={args.strategy}): wall {med(0):.3f} s, cpu {med(1):.3f} s")
+    print(f"median per {args.study} toy pair ({args.toys} toys, starts={args.starts}, "
+          f"strategy={args.strategy}, hesse={args.hesse}), timed inside this process around "
+          f"generate + both fits (perf_counter / process_time): wall {med(0):.3f} s, "
+          f"cpu {med(1):.3f} s")
     print(f"  generate {med(2):.3f} s, fit baseline {med(3):.3f} s, fit nominal {med(4):.3f} s")
     print(f"  mean nfcn baseline {statistics.mean(r[5] for r in rows):.0f}, nominal "
           f"{statistics.mean(r[6] for r in rows):.0f}; valid {sum(r[7] for r in rows)}/{len(rows)}")

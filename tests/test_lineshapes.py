@@ -19,6 +19,7 @@ from toyengine.core.lineshapes import (
     rbw_density,
     sphere_angles,
     sphere_coefficients,
+    sphere_coefficients_hessian,
     sphere_coefficients_jacobian,
 )
 from toyengine.errors import ModelError
@@ -232,6 +233,29 @@ def test_grid_gradient_other_L(L: int) -> None:
     np.testing.assert_allclose(dg0, num_g, atol=1e-6 * np.max(np.abs(num_g)))
 
 
+@pytest.mark.parametrize("L", [0, 1, 2, 4])
+@pytest.mark.parametrize("m0, g0", [(TCC_M0, 0.41), (3875.5, 0.05), (3880.0, 2.0)])
+def test_grid_hessian_vs_finite_differences_of_the_gradient(L: int, m0: float,
+                                                            g0: float) -> None:
+    m = np.linspace(THR - 1.0, 3900.0, 2001)
+    grid = BreitWignerGrid(m, TCC["m1"], TCC["m2"], L, TCC["r"])
+    f, df, d2f = grid.density_derivatives(m0, g0)
+    f_ref, dm_ref, dg_ref = grid.density_and_gradient(m0, g0)
+    np.testing.assert_allclose(f, f_ref, rtol=1e-14)
+    np.testing.assert_allclose(df[0], dm_ref, rtol=1e-12, atol=1e-14 * np.max(np.abs(dm_ref)))
+    np.testing.assert_allclose(df[1], dg_ref, rtol=1e-12, atol=1e-14 * np.max(np.abs(dg_ref)))
+    np.testing.assert_array_equal(d2f[0, 1], d2f[1, 0])
+    # central differences of the analytic gradient with h = 1e-4 Γ0: truncation
+    # ~(h/Γ0)² = 1e-8 and rounding ~1e-16 max|dF| / h, below 1e-6 of max|d²F|
+    h = 1e-4 * g0
+    for j in range(2):
+        up = grid.density_and_gradient(m0 + h * (j == 0), g0 + h * (j == 1))
+        dn = grid.density_and_gradient(m0 - h * (j == 0), g0 - h * (j == 1))
+        for i in range(2):
+            num = (up[1 + i] - dn[1 + i]) / (2 * h)
+            np.testing.assert_allclose(d2f[i, j], num, atol=1e-6 * np.max(np.abs(num)))
+
+
 def test_grid_errors() -> None:
     grid = BreitWignerGrid(np.linspace(3870, 3900, 11), **TCC)
     with pytest.raises(ModelError, match="threshold"):
@@ -314,6 +338,25 @@ def test_sphere_jacobian_vs_finite_differences(phis: list[float]) -> None:
         ) / (2 * h)
     np.testing.assert_allclose(jac, num, atol=1e-9)
     np.testing.assert_allclose(jac.sum(axis=0), 0.0, atol=1e-14)  # Σ b_k = 1 for all angles
+
+
+@pytest.mark.parametrize(
+    "phis", [[0.3], [0.3, 1.1], [0.2, 0.9, 1.4, 2.5], [0.0, math.pi / 2, 0.7], [1e-9, 1.0, 3.0]]
+)
+def test_sphere_hessian_vs_finite_differences(phis: list[float]) -> None:
+    phis_arr = np.array(phis)
+    hess = sphere_coefficients_hessian(phis_arr)
+    n = len(phis)
+    assert hess.shape == (n + 1, n, n)
+    h = 1e-6  # central differences of the analytic Jacobian: error ~h² + 1e-16/h
+    for j in range(n):
+        step = np.zeros(n)
+        step[j] = h
+        num = (sphere_coefficients_jacobian(phis_arr + step)
+               - sphere_coefficients_jacobian(phis_arr - step)) / (2 * h)
+        np.testing.assert_allclose(hess[:, :, j], num, atol=1e-9)
+    np.testing.assert_array_equal(hess, hess.transpose(0, 2, 1))
+    np.testing.assert_allclose(hess.sum(axis=0), 0.0, atol=1e-14)  # Σ b_k = 1
 
 
 def test_sphere_angles_round_trip() -> None:

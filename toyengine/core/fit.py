@@ -168,7 +168,8 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet) -> Min
 
 
 def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
-                minos: bool, strategy: int | None, tol: float | None) -> FitResult:
+                minos: bool, strategy: int | None, tol: float | None,
+                hesse: bool = True) -> FitResult:
     t0 = time.perf_counter()
     grad = getattr(nll, "grad", None)
     if strategy is None:
@@ -184,7 +185,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             m.strategy = strategy
             m.tol = _DEFAULT_TOL if tol is None else tol
             m.migrad()
-            if m.fmin is not None and m.fmin.is_valid:
+            if hesse and m.fmin is not None and m.fmin.is_valid:
                 m.hesse()
                 if not m.fmin.is_valid:
                     # HESSE's exact covariance can push the EDM above tolerance (often
@@ -193,8 +194,11 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
                     if m.fmin.is_valid:
                         m.hesse()
             fmin = m.fmin
-            valid = bool(fmin.is_valid and fmin.has_covariance and fmin.has_posdef_covar
-                         and math.isfinite(fmin.fval))
+            if hesse:
+                valid = bool(fmin.is_valid and fmin.has_covariance and fmin.has_posdef_covar
+                             and math.isfinite(fmin.fval))
+            else:  # a converged MIGRAD; its covariance is only MIGRAD's running estimate
+                valid = bool(fmin.is_valid and math.isfinite(fmin.fval))
             lower = np.full(len(params), np.nan)
             upper = np.full(len(params), np.nan)
             if minos and valid:
@@ -213,7 +217,9 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
         free = params.free_names
         errors = np.array(m.errors, dtype=float)
         errors[~params.free_mask] = np.nan
-        if m.covariance is not None:
+        if not hesse:
+            errors[:] = np.nan  # not computed: MIGRAD's estimates are no errors to record
+        if hesse and m.covariance is not None:
             cov = np.array(m.covariance, dtype=float)
             idx = [params.index(n) for n in free]
             cov = cov[np.ix_(idx, idx)]
@@ -231,7 +237,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             edm=float(fmin.edm),
             nfcn=int(m.nfcn),
             at_limit=bool(fmin.has_parameters_at_limit),
-            covar_ok=bool(fmin.has_accurate_covar),
+            covar_ok=hesse and bool(fmin.has_accurate_covar),
             time=time.perf_counter() - t0,
             minos_lower=lower,
             minos_upper=upper,
@@ -244,7 +250,8 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
 
 def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int = 1,
         rng: np.random.Generator | None = None, minos: bool = False,
-        strategy: int | None = None, tol: float | None = None) -> FitResult:
+        strategy: int | None = None, tol: float | None = None,
+        hesse: bool = True) -> FitResult:
     """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
 
     Parameters
@@ -265,7 +272,13 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Also run MINOS for every free parameter.
     strategy : int, optional
         MIGRAD strategy; default 0 when ``nll`` has an analytic ``grad``, else 1. HESSE
-        always runs after a valid MIGRAD, so the covariance is the full one either way.
+        runs after a valid MIGRAD (analytically when ``nll`` has ``hessian``), so the
+        covariance is the full one either way.
+    tol : float, optional
+        MIGRAD's EDM tolerance factor (iminuit's ``Minuit.tol``; default 0.1).
+    hesse : bool
+        Run HESSE. Without it (a significance study needs −ln L, not errors) ``valid``
+        means a converged MIGRAD, and ``errors`` and ``covariance`` are NaN.
 
     Returns
     -------
@@ -276,7 +289,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     best: FitResult | None = None
     total_nfcn = 0
     for x0 in _start_points(params, max(int(starts), 1), rng):
-        res = _single_fit(nll, params, x0, minos, strategy, tol)
+        res = _single_fit(nll, params, x0, minos, strategy, tol, hesse)
         total_nfcn += res.nfcn
         if best is None or _better(res, best):
             best = res

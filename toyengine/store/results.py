@@ -114,6 +114,7 @@ def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth
         "poi": " ".join(spec.poi),
         "fit_starts": int(spec.fit["starts"]),
         "fit_minos": int(spec.fit["minos"]),
+        "fit_hesse": int(spec.fit["hesse"]),
     }
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     tmp = path.with_name(path.name + ".creating")

@@ -148,7 +148,8 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
                 nll = model.nll(data)
                 res = fit(nll, model.parameters, starts=spec.fit["starts"],
                           rng=np.random.default_rng(children[1 + h]),
-                          minos=spec.fit["minos"], strategy=spec.fit["strategy"])
+                          minos=spec.fit["minos"], strategy=spec.fit["strategy"],
+                          hesse=spec.fit["hesse"])
             except Exception as exc:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)

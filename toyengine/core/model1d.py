@@ -198,21 +198,17 @@ class Model1D:
     def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
         return tuple([float(x[j]) for j in self._shape_idx[i]])
 
-    def _entry(self, i: int, vals: tuple[float, ...]) -> dict[str, object]:
+    def _grid_entry(self, i: int, x: np.ndarray) -> dict[str, object]:
+        """The cache entry of component ``i`` at the values of ``x``, with the normalised
+        grid density ``"g"`` and its integral ``"norm"``. An entry belongs to one set of
+        values and is replaced (never cleared), so threads sharing a model never mix them."""
+        vals = self._shape_values(i, x)
         entry = self._cache[i]
         if entry.get("vals") != vals:
-            entry.clear()
-            entry["vals"] = vals
-        return entry
-
-    def component_grid(self, i: int, x: np.ndarray) -> np.ndarray:
-        """Normalised density of component ``i`` on the fit-range grid for full parameter
-        vector ``x`` (cached on the component's own parameter values)."""
-        vals = self._shape_values(i, x)
-        entry = self._entry(i, vals)
-        g = entry.get("g")
-        if g is not None:
-            return g  # type: ignore[return-value]
+            entry = {"vals": vals}
+            self._cache[i] = entry
+        if "g" in entry:
+            return entry
         comp = self.components[i]
         basis = self._basis_grid[i]
         if basis is not None:
@@ -229,9 +225,14 @@ class Model1D:
             g = np.full_like(self.grid, np.nan)
         else:
             g = g / norm
-        entry["g"] = g
         entry["norm"] = norm
-        return g
+        entry["g"] = g
+        return entry
+
+    def component_grid(self, i: int, x: np.ndarray) -> np.ndarray:
+        """Normalised density of component ``i`` on the fit-range grid for full parameter
+        vector ``x`` (cached on the component's own parameter values)."""
+        return self._grid_entry(i, x)["g"]  # type: ignore[return-value]
 
     def supports_gradient(self) -> bool:
         """Every component can give analytic shape derivatives."""
@@ -259,22 +260,20 @@ class Model1D:
 
         With G = conv(F), I = ∫G and g = G/I: ``g_a = (G_a − g I_a)/I``.
         """
-        vals = self._shape_values(i, x)
-        g = self.component_grid(i, x)
-        entry = self._entry(i, vals)
-        dg = entry.get("dg")
-        if dg is not None:
-            return dg  # type: ignore[return-value]
-        comp = self.components[i]
-        xs = self.ext_grid if comp.convolve else self.grid
-        _, df = comp.shape.evaluate_with_gradient(xs, vals)  # type: ignore[union-attr]
-        big_ga = self._convolve(df) if comp.convolve else df
-        norm = entry["norm"]
-        i_a = _trapz_rows(big_ga, self.h)
-        dg = (big_ga - g[None, :] * i_a[:, None]) / norm
-        entry["dg"] = dg
-        entry["i_a"] = i_a
-        return dg
+        return self._with_gradient(i, self._grid_entry(i, x))["dg"]  # type: ignore[return-value]
+
+    def _with_gradient(self, i: int, entry: dict[str, object]) -> dict[str, object]:
+        """``entry`` (of :meth:`_grid_entry`) with ``"dg"`` and its integrals ``"i_a"``."""
+        if "dg" not in entry:
+            comp = self.components[i]
+            xs = self.ext_grid if comp.convolve else self.grid
+            _, df = comp.shape.evaluate_with_gradient(xs, entry["vals"])  # type: ignore[union-attr]
+            big_ga = self._convolve(df) if comp.convolve else df
+            i_a = _trapz_rows(big_ga, self.h)
+            g = entry["g"]
+            entry["i_a"] = i_a
+            entry["dg"] = (big_ga - g[None, :] * i_a[:, None]) / entry["norm"]  # type: ignore[index, operator]
+        return entry
 
     def component_grid_hessian(self, i: int, x: np.ndarray) -> np.ndarray:
         """Second derivatives (p, p, n_grid) of the normalised grid density of parametric
@@ -282,31 +281,25 @@ class Model1D:
 
         Differentiating g I = G twice: ``g_ab = (G_ab − g_a I_b − g_b I_a − g I_ab)/I``.
         """
-        vals = self._shape_values(i, x)
-        g = self.component_grid(i, x)
-        g_a = self.component_grid_gradient(i, x)
-        entry = self._entry(i, vals)
-        d2g = entry.get("d2g")
-        if d2g is not None:
-            return d2g  # type: ignore[return-value]
-        comp = self.components[i]
-        xs = self.ext_grid if comp.convolve else self.grid
-        _, _, d2f = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-        p = len(vals)
-        upper = np.triu_indices(p)
-        rows = d2f[upper]  # the distinct second derivatives only
-        conv = self._convolve(rows) if comp.convolve else rows
-        big_gab = np.empty((p, p, conv.shape[-1]))
-        big_gab[upper] = conv
-        big_gab[upper[1], upper[0]] = conv
-        norm = entry["norm"]
-        i_a = entry["i_a"]
-        i_ab = _trapz_rows(big_gab, self.h)
-        d2g = (big_gab - g_a[:, None, :] * i_a[None, :, None]  # type: ignore[index]
-               - g_a[None, :, :] * i_a[:, None, None]  # type: ignore[index]
-               - g[None, None, :] * i_ab[:, :, None]) / norm
-        entry["d2g"] = d2g
-        return d2g
+        entry = self._with_gradient(i, self._grid_entry(i, x))
+        if "d2g" not in entry:
+            comp = self.components[i]
+            xs = self.ext_grid if comp.convolve else self.grid
+            vals = entry["vals"]
+            _, _, d2f = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+            p = len(vals)  # type: ignore[arg-type]
+            upper = np.triu_indices(p)
+            rows = d2f[upper]  # the distinct second derivatives only
+            conv = self._convolve(rows) if comp.convolve else rows
+            big_gab = np.empty((p, p, conv.shape[-1]))
+            big_gab[upper] = conv
+            big_gab[upper[1], upper[0]] = conv
+            i_a, g_a, g = entry["i_a"], entry["dg"], entry["g"]
+            i_ab = _trapz_rows(big_gab, self.h)
+            entry["d2g"] = (big_gab - g_a[:, None, :] * i_a[None, :, None]  # type: ignore[index]
+                            - g_a[None, :, :] * i_a[:, None, None]  # type: ignore[index]
+                            - g[None, None, :] * i_ab[:, :, None]) / entry["norm"]  # type: ignore[index, operator]
+        return entry["d2g"]  # type: ignore[return-value]
 
     def density_grid(self, x: np.ndarray | None = None) -> np.ndarray:
         """Total normalised density ``sum_c N_c f_c / sum_c N_c`` on the grid."""

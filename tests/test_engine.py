@@ -146,7 +146,7 @@ def test_extend_with_more_toys_keeps_existing(tmp_path, spec, reference_store):
 
 
 def test_store_from_other_spec_is_refused(tmp_path, spec, reference_store):
-    with pytest.raises(StoreError, match="different study"):
+    with pytest.raises(StoreError, match="the seed differs"):
         run_study(spec.with_overrides(seed=8), reference_store, workers=1, progress=None)
 
 

@@ -196,7 +196,7 @@ def test_bad_core_inputs_raise_model_error_naming_the_problem():
         Resolution("gaussian", {"sigma": -0.1})
     with pytest.raises(ModelError, match="resolution_scale"):
         build_tcc({"resolution_scale": 0.0})
-    with pytest.raises(ModelError, match="unknown option"):
+    with pytest.raises(ModelError, match="option colour: .*no such key"):
         build_tcc({"colour": "blue"})
     shape = RelativisticBW("m", "w", 0.0, 1.0, 1.0)
     with pytest.raises(ModelError, match="'zz'"):

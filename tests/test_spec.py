@@ -61,7 +61,7 @@ def test_cli_override_validated(tmp_path):
                           str(DATA / "tcc_small.yaml"), "--store", str(tmp_path / "x.zarr"),
                           "--toys", "0"],
                          capture_output=True, text=True, timeout=120)
-    assert res.returncode == 2 and "toys (--toys)" in res.stderr
+    assert res.returncode == 2 and "--toys: 0 is not >= 1" in res.stderr
     assert not (tmp_path / "x.zarr").exists()
 
 

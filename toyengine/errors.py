@@ -7,6 +7,13 @@ know our types.
 
 from __future__ import annotations
 
+import reprlib
+
+#: repr of bad values in messages: bounded, so a huge value cannot make a huge message
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxtuple, _REPR.maxset = 3, 4, 4, 4, 4
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 60, 60, 40
+
 
 class ToyEngineError(Exception):
     """Root of all toyengine errors."""
@@ -29,7 +36,7 @@ class SpecError(ToyEngineError, ValueError):
         self.expected = expected
         self.source = source
         where = f"{source}: " if source else ""
-        super().__init__(f"{where}{path}: got {value!r}; expected {expected}")
+        super().__init__(f"{where}{path}: got {_REPR.repr(value)}; expected {expected}")
 
 
 class StoreError(ToyEngineError, RuntimeError):
@@ -48,6 +55,23 @@ class MissingDependencyError(ToyEngineError, ImportError):
 class ClusterError(ToyEngineError, RuntimeError):
     """A cluster could not be configured, started or reached. The message says which
     setting or command failed and how to fix it."""
+
+
+class UsageError(ToyEngineError, ValueError):
+    """A command-line argument (or its API equivalent) is invalid; the CLI exits with 2."""
+
+
+class ConfirmationNeeded(UsageError):
+    """The run is large enough that the user must confirm it (``--yes``)."""
+
+
+class Interrupted(ToyEngineError):
+    """A run was interrupted (Ctrl-C, SIGTERM); the chunks written are kept."""
+
+    def __init__(self, saved: int, total: int):
+        self.saved, self.total = saved, total
+        super().__init__(f"interrupted: {saved}/{total} toys saved; run the same command to "
+                         "resume")
 
 
 class ToyEngineWarning(RuntimeWarning):

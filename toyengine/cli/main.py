@@ -4,32 +4,70 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import NoReturn
 
-from ..errors import SpecError, StoreError, ToyEngineError
+from ..errors import ClusterError, Interrupted, SpecError, StoreError, ToyEngineError, UsageError
+from ..run.preflight import CONNECT_TIMEOUT
 from .finish import finish_run
 
 __all__ = ["main"]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from ..run.preflight import check_store_path, parse_scheduler_address, probe_scheduler
     from ..run.runner import run_study
     from ..study.spec import load_spec
 
-    spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
+    scheduler = args.scheduler
     security = None
     if args.tls_config:
         from ..run.cluster import load_security
 
         security = load_security(args.tls_config)
-    report = run_study(spec, args.store, workers=args.workers, scheduler=args.scheduler,
+    if scheduler is not None:  # the address first: nothing else is done for a bad one
+        scheduler = parse_scheduler_address(scheduler, args.tls_config)
+        probe_scheduler(scheduler, security, args.connect_timeout)
+    check_store_path(args.store)
+    spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
+    report = run_study(spec, args.store, workers=args.workers, scheduler=scheduler,
                        chunk_size=args.chunk_size, security=security,
-                       progress=None if args.quiet else sys.stderr)
+                       progress=None if args.quiet else sys.stderr, yes=args.yes,
+                       connect_timeout=args.connect_timeout)
     return finish_run(report, args.store, args.summary)
 
 
+@contextmanager
+def _reading(store: str) -> Iterator[None]:
+    """Turn a failure to read a store's data into one StoreError naming the damaged chunk."""
+    try:
+        yield
+    except ToyEngineError:
+        raise
+    except Exception as exc:
+        from ..store import find_unreadable_chunk
+
+        try:
+            bad = find_unreadable_chunk(store)
+        except Exception:  # noqa: BLE001 - the store's metadata itself is unreadable
+            bad = None
+        if bad is None:
+            raise
+        name, key, err = bad
+        msg = (f"store {store} is damaged: chunk {name}/{key} cannot be read ({err}); run "
+               "the study into a new store")
+        raise StoreError(msg) from exc
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
+    with _reading(args.store):
+        return _status(args)
+
+
+def _status(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..store import StoreInfo, open_results
@@ -63,7 +101,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     from ..store import open_results
     from ..summary import render_summary
 
-    print(render_summary(open_results(args.store), args.format))
+    with _reading(args.store):
+        print(render_summary(open_results(args.store), args.format))
     return 0
 
 
@@ -74,26 +113,80 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from ..summary import write_plots
 
     outdir = Path(args.outdir or (str(args.store).rstrip("/") + "_plots"))
-    for p in write_plots(open_results(args.store), outdir):
-        print(p)
+    with _reading(args.store):
+        for p in write_plots(open_results(args.store), outdir):
+            print(p)
     return 0
 
 
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from ..study.studyfile import options_markdown, study_json_schema
+
+    if args.markdown:
+        print(options_markdown(), end="")
+    else:
+        print(json.dumps(study_json_schema(), indent=2, ensure_ascii=False))
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"toyengine: {self.prog.removeprefix('toyengine ')}: {message} "
+                     f"(see '{self.prog} --help')\n")
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            msg = f"{text!r} is not an integer"
+            raise argparse.ArgumentTypeError(msg) from None
+        if v < minimum:
+            msg = f"{v} is not >= {minimum}"
+            raise argparse.ArgumentTypeError(msg)
+        return v
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        msg = f"{text!r} is not a number"
+        raise argparse.ArgumentTypeError(msg) from None
+    if not 0 < v < 1e6:
+        msg = f"{v} is not a number of seconds > 0"
+        raise argparse.ArgumentTypeError(msg)
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="toyengine",
-                                description="Distributed toy studies for likelihood fits.")
+    p = _Parser(prog="toyengine", description="Distributed toy studies for likelihood fits.")
+    p.add_argument("--debug", action="store_true",
+                   help="show the full traceback of an error (for bug reports)")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run (or resume, or extend) a study into a result store")
     r.add_argument("study", help="study file (YAML)")
     r.add_argument("--store", required=True, help="result store path (zarr directory)")
     g = r.add_mutually_exclusive_group()
-    g.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    g.add_argument("--scheduler", help="address of an existing Dask scheduler")
-    r.add_argument("--toys", type=int, help="toys per variant (overrides the study file)")
-    r.add_argument("--seed", type=int, help="root seed (overrides the study file)")
-    r.add_argument("--chunk-size", type=int, help="toys per task (default: automatic)")
+    g.add_argument("--workers", type=_int_at_least(1),
+                   help="local worker processes, >= 1 (default: one per core)")
+    g.add_argument("--scheduler", help="address of an existing Dask scheduler "
+                   "(tcp://HOST:PORT or tls://HOST:PORT)")
+    r.add_argument("--toys", type=_int_at_least(1),
+                   help="toys per variant (overrides the study file)")
+    r.add_argument("--seed", type=_int_at_least(0), help="root seed (overrides the study file)")
+    r.add_argument("--chunk-size", type=_int_at_least(1), help="toys per task (default: automatic)")
     r.add_argument("--tls-config", help="Dask security YAML for a TLS scheduler")
+    r.add_argument("--connect-timeout", type=_positive_float, default=CONNECT_TIMEOUT,
+                   help=f"seconds allowed to reach --scheduler (default {CONNECT_TIMEOUT:g})")
+    r.add_argument("--yes", action="store_true",
+                   help="run even if the study's size estimate asks for confirmation")
     r.add_argument("--summary", action="store_true", help="print the summary at the end")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.set_defaults(func=_cmd_run)
@@ -113,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
     pl.set_defaults(func=_cmd_plot)
 
+    sc = sub.add_parser("schema", help="print the JSON Schema of study files (for editors)")
+    sc.add_argument("--markdown", action="store_true",
+                    help="print the builder option tables of docs/study-format.md instead")
+    sc.set_defaults(func=_cmd_schema)
+
     from .cluster import add_commands
 
     add_commands(sub)
@@ -120,15 +218,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; every error is one line on stderr and an exit code: 2 for what the user
+    must fix (command line, study file, store path or store of another study, cluster
+    settings or scheduler address), 1 for a failed run (I/O errors such as a full disk,
+    unexpected errors), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the traceback instead."""
     args = build_parser().parse_args(argv)
+    if args.debug:
+        return int(args.func(args))
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return int(args.func(args))
     except SpecError as exc:
-        print(f"toyengine: invalid study file: {exc}", file=sys.stderr)
-        return 2
-    except (StoreError, ToyEngineError) as exc:
-        print(f"toyengine: {exc}", file=sys.stderr)
-        return 2
+        return _fail(f"invalid study file: {exc}", 2)
+    except (UsageError, StoreError, ClusterError) as exc:  # fix the command, store or setup
+        return _fail(str(exc), 2)
+    except Interrupted as exc:
+        return _fail(str(exc), 130)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except ToyEngineError as exc:
+        return _fail(str(exc), 1)
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        return _fail(f"{exc.strerror or exc}{where}", 1)
+    except MemoryError:
+        return _fail("out of memory", 1)
+    except Exception as exc:  # noqa: BLE001 - one line, the traceback is behind --debug
+        text = " ".join(str(exc).split())[:300]
+        return _fail(f"unexpected error: {type(exc).__name__}: {text} (run with --debug for "
+                     "the traceback and please report it)", 1)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"toyengine: {message}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

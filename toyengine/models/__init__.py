@@ -1,33 +1,62 @@
 """The model catalogue: builders by name, as study files reference them.
 
-A builder is ``builder(options: Mapping, rng: numpy.random.Generator | None) -> ToyModel``;
-the ``rng`` is given only to random variants (template smearing, parameter draws).
+A builder is ``build(options: Mapping, rng: numpy.random.Generator | None) -> ToyModel``;
+the ``rng`` is given only to random variants (template smearing, parameter draws). Each
+builder declares its options once, as a :class:`toyengine.models.options.BuilderOptions` subclass,
+and registers both with :func:`register_builder`; the study validator, ``toyengine schema``
+and the option tables of ``docs/study-format.md`` all read that declaration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BUILDERS", "get_builder"]
+from .options import BuilderOptions
+
+__all__ = ["BUILDERS", "Builder", "get_builder", "register_builder"]
 
 
-def _tcc(options: Mapping[str, Any], rng: np.random.Generator | None = None) -> Any:
-    from .tcc import build_tcc
+@dataclass(frozen=True)
+class Builder:
+    """A registered model builder: its name, build function and option declaration."""
 
-    return build_tcc(options, rng)
-
-
-def _zc4100(options: Mapping[str, Any], rng: np.random.Generator | None = None) -> Any:
-    from .zc4100 import build_zc4100
-
-    return build_zc4100(options, rng)
+    name: str
+    build: Callable[[Mapping[str, Any], np.random.Generator | None], Any]
+    options: type[BuilderOptions]
 
 
-BUILDERS: dict[str, Callable[..., Any]] = {"tcc": _tcc, "zc4100": _zc4100}
+#: registered builders by name
+BUILDERS: dict[str, Builder] = {}
+
+
+def register_builder(name: str, build: Callable[..., Any],
+                     options: type[BuilderOptions]) -> Builder:
+    """Make ``build`` available to study files as ``builder: name``; ``options`` declares
+    what ``models.<m>.options`` may hold (see :mod:`toyengine.models.options`)."""
+    if not (isinstance(options, type) and issubclass(options, BuilderOptions)):
+        msg = f"builder {name!r}: options must be a BuilderOptions subclass, got {options!r}"
+        raise TypeError(msg)
+    options.builder_name = name
+    b = Builder(name, build, options)
+    BUILDERS[name] = b
+    return b
 
 
 def get_builder(name: str) -> Callable[..., Any]:
-    return BUILDERS[name]
+    """The build function of builder ``name``."""
+    return BUILDERS[name].build
+
+
+def _register_shipped() -> None:
+    from .tcc import TccOptions, build_tcc
+    from .zc4100 import Zc4100Options, build_zc4100
+
+    register_builder("tcc", build_tcc, TccOptions)
+    register_builder("zc4100", build_zc4100, Zc4100Options)
+
+
+_register_shipped()

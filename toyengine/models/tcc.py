@@ -16,38 +16,98 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..core.kinematics import MASSES_PDG2020 as M
 from ..core.model1d import Component, Model1D, Observable
 from ..core.params import Parameter, ParameterSet
 from ..core.resolution import Resolution, default_tcc_resolution, tcc_alternative_resolutions
 from ..core.shapes import PhaseSpacePolynomial, RelativisticBW
-from ..errors import ModelError
+from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
 
-__all__ = ["DEFAULTS", "TCC_OFFSET", "build_tcc"]
+__all__ = ["TCC_OFFSET", "ResolutionShape", "TccOptions", "UnitarisedOptions", "build_tcc"]
 
 M_D0 = M["D0"]
 M_PI = M["pi+"]
 M_DSTP = M["D*+"]
 TCC_OFFSET = M_DSTP + M_D0  # D*+ D0 threshold, 3875.09 MeV
 
-DEFAULTS: dict[str, Any] = {
-    "range": [-4.0, 11.0],
-    "signal": "bw",            # bw | unitarised | none
-    "L": 1,
-    "radius": 3.5,             # GeV^-1
-    # DD_pi: m_A = 2 m_D0, m_B = m_pi+; D_Dpi: m_A = m_D0, m_B = m_D0 + m_pi+
-    "decay_structure": "DD_pi",
-    "resolution": "double_gaussian",  # or apollonios, cb2, student_t, johnson_su, novosibirsk
-    "resolution_scale": 1.05,
-    "background_order": 2,
-    "three_body_order": None,  # m of B'_nm: add Phi3(D0D0pi+) x P_m (not convolved)
-    "grid_step": 0.01,         # MeV
-    "unitarised": {},          # options of toyengine.core.unitarised.UnitarisedShape
-}
+_RESOLUTIONS = Literal["double_gaussian", "apollonios", "cb2", "student_t", "johnson_su",
+                      "novosibirsk"]
+
+
+class ResolutionShape(BuilderOptions):
+    """An explicit resolution function: ``kind`` plus exactly its parameters (MeV), as
+    :class:`toyengine.core.resolution.Resolution` takes them."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, FiniteFloat]
+    kind: Literal["gaussian", "double_gaussian", "apollonios", "cb2", "student_t",
+                  "johnson_su", "novosibirsk"] = Field(description="resolution family")
+
+
+class UnitarisedOptions(BuilderOptions):
+    """Options of the unitarised signal shape (:class:`toyengine.core.unitarised.UnitarisedShape`;
+    Nature Communications 13 (2022) 3351, Eqs. 50–52); unset means the shape's default."""
+
+    g: Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)] | Literal["inf"] | None = Field(
+        None, description="|g| in GeV (free, start value) or inf/null: the "
+        "|g| → ∞ limit")
+    matching: Literal["paper", "code"] | FiniteFloat = Field(
+        "paper", description="matching point: paper (3.9 GeV), code (+4 MeV) or MeV above "
+        "threshold")
+    f2: FiniteFloat | None = Field(None, gt=0, le=1e4, description="coupling f²")
+    h2: FiniteFloat | None = Field(None, gt=0, le=10.0, description="coupling h² (GeV⁻²)")
+    mu0: FiniteFloat | None = Field(None, ge=-100, le=100, description="μ0")
+    mu_plus: FiniteFloat | None = Field(None, ge=-100, le=100, description="μ+")
+    constants: dict[str, FiniteFloat] | None = Field(
+        None, description="other TccConstants fields (GeV)")
+    channel: str | None = Field(None, description="final state of the profile")
+    offset: FiniteFloat | None = Field(None, description="observable offset (MeV)")
+    mass_param: str | None = Field(None, min_length=1, description="name of δm_U")
+    g_param: str | None = Field(None, min_length=1, description="name of |g|")
+
+
+class TccOptions(BuilderOptions):
+    """Options of the ``tcc`` builder: the T_cc⁺ → D0 D0 π+ δm model of LHCb, Nature
+    Physics 18 (2022) 751 and Nature Communications 13 (2022) 3351."""
+
+    builder_name: ClassVar[str] = "tcc"
+
+    range: Pair = Field([-4.0, 11.0], description="δm fit range [lo, hi] in MeV")
+    signal: Literal["bw", "unitarised", "none"] = Field(
+        "bw", description="signal shape: relativistic P-wave BW, unitarised, or none (H0)")
+    L: int = Field(1, ge=0, le=4, description="orbital angular momentum of the BW")
+    radius: FiniteFloat = Field(3.5, gt=0, le=20, description="Blatt–Weisskopf radius "
+                                "(GeV⁻¹)")
+    decay_structure: Literal["DD_pi", "D_Dpi"] = Field(
+        "DD_pi", description="two-body structure of the BW: (D0D0)π+ or D0(D0π+)")
+    resolution: _RESOLUTIONS | ResolutionShape = Field(
+        "double_gaussian", description="resolution: a named shape of the paper or "
+        "{kind, parameters}")
+    resolution_scale: FiniteFloat = Field(1.05, gt=0, le=10, description="scale of the "
+                                          "resolution widths")
+    background_order: int = Field(2, ge=0, le=6, description="order of the positive "
+                                  "polynomial × Φ2(D*+ D0)")
+    three_body_order: int | None = Field(None, ge=0, le=6, description="add Φ3(D0D0π+) × "
+                                         "polynomial of this order (B'_nm, not convolved)")
+    grid_step: FiniteFloat = Field(0.01, ge=1e-4, le=1.0, description="convolution grid "
+                                   "step (MeV)")
+    unitarised: UnitarisedOptions = Field(default_factory=UnitarisedOptions,
+                                          description="unitarised-shape options")
+
+    _ordered = field_validator("range")(ordered_pair)
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        lo, hi = self.range
+        if (hi - lo) / self.grid_step > 200_000:
+            msg = "range / grid_step <= 200000 grid points"
+            raise ValueError(msg)
+        return self
 
 
 def _sphere_angles_for_flat(order: int) -> list[float]:
@@ -61,46 +121,34 @@ def _sphere_angles_for_flat(order: int) -> list[float]:
 
 def build_tcc(options: Mapping[str, Any] | None = None,
               rng: np.random.Generator | None = None) -> Model1D:
-    """Build the T_cc+ model. ``options`` override :data:`DEFAULTS` (see there)."""
+    """Build the T_cc+ model from ``options`` (declared by :class:`TccOptions`).
+
+    Raises
+    ------
+    toyengine.models.options.OptionsError
+        An option is unknown, of the wrong type or out of its range.
+    """
     del rng  # no random variations in this model family
-    opts = {**DEFAULTS, **(options or {})}
-    unknown = set(opts) - set(DEFAULTS)
-    if unknown:
-        msg = f"tcc model: unknown option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}"
-        raise ModelError(msg)
-    lo, hi = (float(v) for v in opts["range"])
+    opts = TccOptions.parse(options)
+    lo, hi = opts.range
     obs = Observable("delta_m", lo, hi, "MeV")
-    scale = float(opts["resolution_scale"])
-    if not scale > 0:
-        msg = f"tcc model: resolution_scale must be > 0, got {scale}"
-        raise ModelError(msg)
-    reso_name = opts["resolution"]
-    if isinstance(reso_name, Mapping):
-        reso = Resolution(reso_name["kind"], {k: v for k, v in reso_name.items() if k != "kind"})
-    elif reso_name == "double_gaussian":
+    scale = opts.resolution_scale
+    if isinstance(opts.resolution, ResolutionShape):
+        reso = Resolution(opts.resolution.kind, dict(opts.resolution.model_extra or {}))
+    elif opts.resolution == "double_gaussian":
         reso = default_tcc_resolution(scale)
     else:
-        alts = tcc_alternative_resolutions(scale)
-        if reso_name not in alts:
-            msg = (f"tcc model: unknown resolution {reso_name!r}; known: "
-                   f"{['double_gaussian', *sorted(alts)]}")
-            raise ModelError(msg)
-        reso = alts[reso_name]
+        reso = tcc_alternative_resolutions(scale)[opts.resolution]
 
     params: list[Parameter] = []
     comps: list[Component] = []
-    signal = opts["signal"]
+    signal = opts.signal
     if signal == "bw":
-        if opts["decay_structure"] == "DD_pi":
+        if opts.decay_structure == "DD_pi":
             m_a, m_b = 2 * M_D0, M_PI
-        elif opts["decay_structure"] == "D_Dpi":
-            m_a, m_b = M_D0, M_D0 + M_PI
         else:
-            msg = ("tcc model: decay_structure must be 'DD_pi' or 'D_Dpi', got "
-                   f"{opts['decay_structure']!r}")
-            raise ModelError(msg)
-        shape = RelativisticBW("delta_m", "gamma", TCC_OFFSET, m_a, m_b, int(opts["L"]),
-                               float(opts["radius"]))
+            m_a, m_b = M_D0, M_D0 + M_PI
+        shape = RelativisticBW("delta_m", "gamma", TCC_OFFSET, m_a, m_b, opts.L, opts.radius)
         params += [Parameter("n_sig", 117.0, (-1000.0, 1e6)),
                    Parameter("delta_m", -0.273, (-3.0, 3.0), step=0.05),
                    Parameter("gamma", 0.410, (0.0, 5.0), step=0.1)]
@@ -108,29 +156,23 @@ def build_tcc(options: Mapping[str, Any] | None = None,
     elif signal == "unitarised":
         from ..core.unitarised import UnitarisedShape
 
-        ushape = UnitarisedShape(**dict(opts["unitarised"]))
+        uopts = opts.unitarised.model_dump(exclude_none=True)
+        ushape = UnitarisedShape(**uopts)
         params += [Parameter("n_sig", 186.0, (-1000.0, 1e6)),
                    Parameter("delta_m_u", -0.359, (-3.0, 3.0), step=0.05)]
         if "g" in ushape.param_names:
-            params.append(Parameter("g", float(opts["unitarised"].get("g", 8.08)), (0.1, 1e4)))
+            params.append(Parameter("g", float(uopts.get("g", 8.08)), (0.1, 1e4)))
         comps.append(Component("signal", "n_sig", ushape))
-    elif signal != "none":
-        msg = f"tcc model: signal must be 'bw', 'unitarised' or 'none', got {signal!r}"
-        raise ModelError(msg)
 
-    order = int(opts["background_order"])
-    if not 0 <= order <= 6:
-        msg = f"tcc model: background_order must be in 0..6, got {order}"
-        raise ModelError(msg)
+    order = opts.background_order
     names = tuple(f"bkg_phi{k + 1}" for k in range(order))
     params.append(Parameter("n_bkg", 700.0, (0.0, 1e7)))
     for name, angle in zip(names, _sphere_angles_for_flat(order), strict=True):
         params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
     comps.append(Component("background", "n_bkg",
                            PhaseSpacePolynomial(names, TCC_OFFSET, (M_DSTP, M_D0), lo, hi)))
-    tb = opts["three_body_order"]
+    tb = opts.three_body_order
     if tb is not None:
-        tb = int(tb)
         tnames = tuple(f"bkg3_phi{k + 1}" for k in range(tb))
         params.append(Parameter("n_bkg3", 100.0, (0.0, 1e7)))
         for name, angle in zip(tnames, _sphere_angles_for_flat(tb), strict=True):
@@ -138,4 +180,4 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         comps.append(Component("background3", "n_bkg3",
                                PhaseSpacePolynomial(tnames, TCC_OFFSET, (M_D0, M_D0, M_PI), lo, hi),
                                convolve=False))
-    return Model1D(obs, comps, ParameterSet(tuple(params)), reso, float(opts["grid_step"]))
+    return Model1D(obs, comps, ParameterSet(tuple(params)), reso, opts.grid_step)

@@ -12,9 +12,11 @@ import copy
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
+from annotated_types import Len
+from pydantic import Field, field_validator, model_validator
 
 from ..core.dalitz.gof import adaptive_chi2
 from ..core.dalitz.kinematics import DalitzKinematics, Vetoes
@@ -23,9 +25,10 @@ from ..core.dalitz.maps import SDPHistogram
 from ..core.dalitz.model import Component, DalitzData, DalitzModel, RunSpec
 from ..core.params import Constraint, Parameter, ParameterSet
 from ..errors import ModelError
+from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
 from .zc4100_maps import background_maps, efficiency_maps
 
-__all__ = ["DEFAULTS", "KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "build_zc4100"]
+__all__ = ["KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "Zc4100Options", "build_zc4100"]
 
 #: default location of the shipped maps and reference data (studies/zc4100 of the repo)
 STUDY_DIR = Path(__file__).resolve().parents[2] / "studies" / "zc4100"
@@ -64,61 +67,153 @@ COEFFICIENTS: dict[str, tuple[float, float]] = {
 #: first covariance estimate from them)
 STEPS: dict[str, float] = {"lass": 0.2, "lass_nr": 0.1, "zc": 0.05}
 
-DEFAULTS: dict[str, Any] = {
-    "hypothesis": "nominal",
-    "zc_spin": 1,
-    "zc_mass": 4096.0,
-    "zc_width": 152.0,
-    "zc_mass_limits": [3400.0, 4600.0],
-    "zc_width_limits": [40.0, 400.0],
-    "r_kpi": 4.0,
-    "r_etacpi": 4.0,
-    "extra": [],
-    "swave": "lass",
-    "lass": {"m": 1427.0, "w": 256.0, "a": 3.1, "r": 7.0, "cutoff": 1.7,
-             "m_constraint": [1430.0, 50.0], "w_constraint": [270.0, 80.0]},
-    "coefficients": "cartesian",
-    "coefficient_values": {},
-    "maps": "files",
-    "map_dir": None,
-    "map_files": {
-        "run1": {"efficiency": "eff_run1.npz", "comb": "bkg_comb.npz", "nr": "bkg_nr.npz"},
-        "run2": {"efficiency": "eff_run2.npz", "comb": "bkg_comb.npz", "nr": "bkg_nr.npz"},
-    },
-    "yields": "fixed",
-    "yield_values": {
-        "run1": {"sig": [950.0, 55.0], "comb": [300.0, 35.0], "nr": [250.0, 50.0]},
-        "run2": {"sig": [1050.0, 60.0], "comb": [330.0, 38.0], "nr": [280.0, 55.0]},
-    },
-    "smearing": "none",
-    "smearing_bins": 10,
-    "smearing_radius": 2,
-    "draw_kstar": False,
-    "draw_kind": "uniform",
-    "border_veto": True,
-    "border_width": 70.0,
-    "d0_veto": True,
-    "masses": {"B0": 5279.63, "eta_c": 2983.9, "K+": 493.677, "pi-": 139.57061},
-    "grid": {},
+_MAP_FILES = {
+    "run1": {"efficiency": "eff_run1.npz", "comb": "bkg_comb.npz", "nr": "bkg_nr.npz"},
+    "run2": {"efficiency": "eff_run2.npz", "comb": "bkg_comb.npz", "nr": "bkg_nr.npz"},
 }
+_YIELD_VALUES = {
+    "run1": {"sig": [950.0, 55.0], "comb": [300.0, 35.0], "nr": [250.0, 50.0]},
+    "run2": {"sig": [1050.0, 60.0], "comb": [330.0, 38.0], "nr": [280.0, 55.0]},
+}
+_NAME = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
+_VALUE_SIGMA = Annotated[list[FiniteFloat], Len(2, 2)]
 
-_SMEARING = ("none", "background", "efficiency", "efficiency_correlated")
-_EXTRA = ("kst3_1780", "kst4_2045")
+
+class LassOptions(BuilderOptions):
+    """LASS K+π− S-wave: start values and the Gaussian constraints of the K*0(1430) mass and
+    width (Eur. Phys. J. C 78 (2018) 1019, Eq. 9)."""
+
+    m: FiniteFloat = Field(1427.0, ge=1200, le=1700, description="mass start value (MeV)")
+    w: FiniteFloat = Field(256.0, ge=80, le=600, description="width start value (MeV)")
+    a: FiniteFloat = Field(3.1, ge=0.2, le=12, description="scattering length (GeV⁻¹)")
+    r: FiniteFloat = Field(7.0, ge=-8, le=25, description="effective range (GeV⁻¹)")
+    cutoff: FiniteFloat = Field(1.7, gt=0.6, le=5, description="m(K+π−) cut-off (GeV)")
+    m_constraint: _VALUE_SIGMA = Field([1430.0, 50.0], description="[mean, σ] (MeV)")
+    w_constraint: _VALUE_SIGMA = Field([270.0, 80.0], description="[mean, σ] (MeV)")
+
+    @model_validator(mode="after")
+    def _sigmas(self) -> Self:
+        for key in ("m_constraint", "w_constraint"):
+            if not getattr(self, key)[1] > 0:
+                msg = f"{key} = [mean, sigma] with sigma > 0"
+                raise ValueError(msg)
+        return self
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        if k not in out:
-            msg = f"zc4100 model: unknown option {k!r}; known: {sorted(base)}"
-            raise ModelError(msg)
-        if isinstance(out[k], dict) and isinstance(v, Mapping) and k not in ("coefficient_values",):
-            merged = dict(out[k])
-            merged.update(v)
-            out[k] = merged
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
+class MassOptions(BuilderOptions):
+    """Masses of the B0 → ηc K+ π− particles (MeV; PDG 2018 by default)."""
+
+    B0: FiniteFloat = Field(5279.63, gt=0, le=10_000, description="B0 mass")
+    eta_c: FiniteFloat = Field(2983.9, gt=0, le=10_000, description="ηc mass")
+    K_plus: FiniteFloat = Field(493.677, gt=0, le=10_000, alias="K+", description="K+ mass")
+    pi_minus: FiniteFloat = Field(139.57061, gt=0, le=10_000, alias="pi-",
+                                  description="π− mass")
+
+    @model_validator(mode="after")
+    def _open(self) -> Self:
+        if not self.B0 > self.eta_c + self.K_plus + self.pi_minus:
+            msg = "B0 heavier than eta_c + K+ + pi- (an open decay)"
+            raise ValueError(msg)
+        return self
+
+
+class GridOptions(BuilderOptions):
+    """Normalisation-grid options of :class:`toyengine.core.dalitz.DalitzModel` (unset: its
+    defaults)."""
+
+    n_m: int | None = Field(None, ge=2, le=64, description="rows per knot interval")
+    du: FiniteFloat | None = Field(None, ge=0.005, le=0.5, description="row spacing")
+    n_t: int | None = Field(None, ge=2, le=64, description="points per angular panel")
+    t_panels: int | None = Field(None, ge=1, le=32, description="angular panels")
+    norm_n: int | None = Field(None, ge=2, le=64, description="1-D rule points")
+    norm_du: FiniteFloat | None = Field(None, ge=0.005, le=0.5, description="1-D rule step")
+    spline_dm: FiniteFloat | None = Field(None, ge=1e-4, le=0.1, description="spline step")
+    knot_breaks: bool | None = Field(None, description="break rows at line-shape knots")
+    coarse_du: FiniteFloat | None = Field(None, ge=0.005, le=0.5, description="coarse rows")
+
+
+class Zc4100Options(BuilderOptions):
+    """Options of the ``zc4100`` builder: the B0 → ηc K+ π− Dalitz models of LHCb,
+    Eur. Phys. J. C 78 (2018) 1019 (baseline K+π− resonances, nominal with Zc(4100)−)."""
+
+    builder_name: ClassVar[str] = "zc4100"
+
+    hypothesis: Literal["baseline", "nominal"] = Field(
+        "nominal", description="K+π− resonances only, or + Zc(4100)−")
+    zc_spin: Literal[0, 1, 2] = Field(1, description="J of the Zc (0+, 1−, 2+)")
+    zc_mass: FiniteFloat = Field(4096.0, ge=3000, le=5000, description="Zc mass start (MeV)")
+    zc_width: FiniteFloat = Field(152.0, gt=0, le=1000, description="Zc width start (MeV)")
+    zc_mass_limits: Pair = Field([3400.0, 4600.0], description="fit range of the Zc mass")
+    zc_width_limits: Pair = Field([40.0, 400.0], description="fit range of the Zc width")
+    r_kpi: FiniteFloat = Field(4.0, ge=0, le=20, description="BW radius, K+π− (GeV⁻¹)")
+    r_etacpi: FiniteFloat = Field(4.0, ge=0, le=20, description="BW radius, ηcπ− (GeV⁻¹)")
+    extra: list[Literal["kst3_1780", "kst4_2045"]] = Field(
+        default_factory=list, max_length=2, description="additional K+π− resonances")
+    swave: Literal["lass", "lass_split", "rbw"] = Field(
+        "lass", description="K+π− S-wave: LASS, LASS as two amplitudes, or two RBWs")
+    lass: LassOptions = Field(default_factory=LassOptions, description="LASS settings")
+    coefficients: Literal["cartesian", "polar"] = Field(
+        "cartesian", description="coefficient form: re/im or mag/phase")
+    coefficient_values: dict[Literal[tuple(COEFFICIENTS)], _VALUE_SIGMA] = Field(  # type: ignore[valid-type]
+        default_factory=dict, description="{component: [re, im]} start values")
+    maps: Literal["files", "synthetic"] = Field(
+        "files", description=".npz maps from map_dir, or the same stand-ins in memory")
+    map_dir: str | None = Field(None, min_length=1, description="directory of relative "
+                                "map_files (default studies/zc4100)")
+    map_files: dict[_NAME, dict[_NAME, Annotated[str, Field(min_length=1)]]] = Field(
+        default_factory=lambda: copy.deepcopy(_MAP_FILES), max_length=8,
+        description="{run: {efficiency: file, <background>: file}} (merged per run)")
+    yields: Literal["fixed", "constrained"] = Field(
+        "fixed", description="yields fixed, or Gaussian-constrained")
+    yield_values: dict[_NAME, dict[_NAME, _VALUE_SIGMA]] = Field(
+        default_factory=lambda: copy.deepcopy(_YIELD_VALUES), max_length=8,
+        description="{run: {sig|<background>: [value, σ]}} (merged per run)")
+    smearing: Literal["none", "background", "efficiency", "efficiency_correlated"] = Field(
+        "none", description="map smearing of random variants")
+    smearing_bins: int = Field(10, ge=1, le=1000, description="bins varied (correlated)")
+    smearing_radius: int = Field(2, ge=0, le=100, description="interpolation radius (bins)")
+    draw_kstar: bool = Field(False, description="draw the fixed K* masses and widths")
+    draw_kind: Literal["uniform", "gaussian"] = Field("uniform", description="draw law")
+    border_veto: bool = Field(True, description="veto the Dalitz-plot border")
+    border_width: FiniteFloat = Field(70.0, ge=0, le=500, description="border veto (MeV)")
+    d0_veto: bool = Field(True, description="veto the D̄0 → K+π− band")
+    masses: MassOptions = Field(default_factory=MassOptions, description="particle masses")
+    grid: GridOptions = Field(default_factory=GridOptions, description="normalisation grid")
+
+    _limits = field_validator("zc_mass_limits", "zc_width_limits")(ordered_pair)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_runs(cls, data: Any) -> Any:
+        """``map_files``/``yield_values`` given in a study are merged run by run into the
+        defaults (so a variant can change one run)."""
+        if isinstance(data, Mapping):
+            data = dict(data)
+            for key, default in (("map_files", _MAP_FILES), ("yield_values", _YIELD_VALUES)):
+                if isinstance(data.get(key), Mapping):
+                    data[key] = {**copy.deepcopy(default), **data[key]}
+        return data
+
+    @model_validator(mode="after")
+    def _runs(self) -> Self:
+        for run, files in self.map_files.items():
+            if "efficiency" not in files:
+                msg = f"map_files[{run}] with an 'efficiency' entry"
+                raise ValueError(msg)
+            yv = self.yield_values.get(run)
+            if yv is None or "sig" not in yv:
+                msg = f"yield_values[{run}] with a 'sig' entry"
+                raise ValueError(msg)
+            for bkg in files:
+                if bkg != "efficiency" and bkg not in yv:
+                    msg = f"yield_values[{run}] with an entry for background {bkg!r}"
+                    raise ValueError(msg)
+        for run, yv in self.yield_values.items():
+            for key, (val, sig) in yv.items():
+                if not (val >= 0 and sig > 0):
+                    msg = f"yield_values[{run}][{key}] = [value >= 0, sigma > 0]"
+                    raise ValueError(msg)
+        return self
 
 
 def _load_maps(opts: dict[str, Any]) -> dict[str, dict[str, SDPHistogram]]:
@@ -126,16 +221,10 @@ def _load_maps(opts: dict[str, Any]) -> dict[str, dict[str, SDPHistogram]]:
         eff = efficiency_maps()
         bkg = background_maps()
         return {run: {"efficiency": eff[run], **bkg} for run in ("run1", "run2")}
-    if opts["maps"] != "files":
-        msg = f"zc4100 model: option maps must be 'files' or 'synthetic', got {opts['maps']!r}"
-        raise ModelError(msg)
     base = Path(opts["map_dir"]) if opts["map_dir"] is not None else STUDY_DIR
     out: dict[str, dict[str, SDPHistogram]] = {}
     cache: dict[tuple[str, str], SDPHistogram] = {}
     for run, files in opts["map_files"].items():
-        if "efficiency" not in files:
-            msg = f"zc4100 model: map_files[{run!r}] needs an 'efficiency' entry"
-            raise ModelError(msg)
         out[run] = {}
         for key, fname in files.items():
             kind = "efficiency" if key == "efficiency" else "background"
@@ -165,7 +254,7 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     Parameters
     ----------
     options : mapping
-        Overrides of :data:`DEFAULTS` (unknown keys are an error):
+        Options declared (types, ranges, defaults) by :class:`Zc4100Options`:
 
         ``hypothesis``
             ``"baseline"`` (K+π− resonances only) or ``"nominal"`` (+ Zc(4100)−).
@@ -226,40 +315,12 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         constrained, Zc free as ``m_zc``/``w_zc``), ``a_lass``/``r_lass``, and yields
         ``n_sig_<run>``, ``n_<bkg>_<run>``.
     """
-    opts = _merge(DEFAULTS, options or {})
+    opts = Zc4100Options.parse(options).as_dict()
     hyp = opts["hypothesis"]
-    if hyp not in ("baseline", "nominal"):
-        msg = f"zc4100 model: hypothesis must be 'baseline' or 'nominal', got {hyp!r}"
-        raise ModelError(msg)
-    if opts["smearing"] not in _SMEARING:
-        msg = f"zc4100 model: smearing must be one of {_SMEARING}, got {opts['smearing']!r}"
-        raise ModelError(msg)
     if (opts["smearing"] != "none" or opts["draw_kstar"]) and rng is None:
         msg = "zc4100 model: smearing and draw_kstar need an rng (numpy.random.Generator)"
         raise ModelError(msg)
-    for e in opts["extra"]:
-        if e not in _EXTRA:
-            msg = f"zc4100 model: extra resonance {e!r} unknown; known: {list(_EXTRA)}"
-            raise ModelError(msg)
-    if opts["swave"] not in ("lass_split", "lass", "rbw"):
-        msg = f"zc4100 model: swave must be 'lass_split', 'lass' or 'rbw', got {opts['swave']!r}"
-        raise ModelError(msg)
-    if opts["coefficients"] not in ("cartesian", "polar"):
-        msg = ("zc4100 model: coefficients must be 'cartesian' or 'polar', got "
-               f"{opts['coefficients']!r}")
-        raise ModelError(msg)
-    if opts["yields"] not in ("fixed", "constrained"):
-        msg = f"zc4100 model: yields must be 'fixed' or 'constrained', got {opts['yields']!r}"
-        raise ModelError(msg)
-    zc_spin = int(opts["zc_spin"])
-    if zc_spin not in (0, 1, 2):
-        msg = f"zc4100 model: zc_spin must be 0, 1 or 2, got {opts['zc_spin']!r}"
-        raise ModelError(msg)
-    for key in ("r_kpi", "r_etacpi"):
-        r = float(opts[key])
-        if not (math.isfinite(r) and 0 <= r <= 20):
-            msg = f"zc4100 model: {key} = {r} GeV^-1 must be in [0, 20]"
-            raise ModelError(msg)
+    zc_spin = opts["zc_spin"]
     ms = opts["masses"]
     kin = DalitzKinematics(ms["B0"] / 1e3, ms["K+"] / 1e3, ms["pi-"] / 1e3, ms["eta_c"] / 1e3)
     vetoes = Vetoes(d0=(1.845, 1.885) if opts["d0_veto"] else None,
@@ -292,13 +353,9 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
             if opts["draw_kind"] == "uniform":
                 m = m + t["dm"] * rng.uniform(-1.0, 1.0)
                 w = w + t["dw"] * rng.uniform(-1.0, 1.0)
-            elif opts["draw_kind"] == "gaussian":
+            else:
                 m = m + t["dm"] * rng.standard_normal()
                 w = max(w + t["dw"] * rng.standard_normal(), 0.1 * t["w"])
-            else:
-                msg = ("zc4100 model: draw_kind must be 'uniform' or 'gaussian', got "
-                       f"{opts['draw_kind']!r}")
-                raise ModelError(msg)
         params.append(Parameter(f"m_{name}", m, fixed=True))
         params.append(Parameter(f"w_{name}", w, (0.0, math.inf), fixed=True))
         coef(name, ref)
@@ -383,30 +440,21 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
 
     yv = opts["yield_values"]
     for run, rmaps in maps.items():
-        if run not in yv or "sig" not in yv[run]:
-            msg = f"zc4100 model: yield_values lacks run {run!r} or its 'sig' entry"
-            raise ModelError(msg)
         eff = varied(rmaps["efficiency"], "efficiency")
         bkgs = []
         for bname, bh in rmaps.items():
             if bname == "efficiency":
                 continue
-            if bname not in yv[run]:
-                msg = f"zc4100 model: yield_values[{run!r}] lacks background {bname!r}"
-                raise ModelError(msg)
             bkgs.append((bname, varied(bh, "background"), f"n_{bname}_{run}"))
         for key in ["sig", *(b[0] for b in bkgs)]:
             val, sig = (float(v) for v in yv[run][key])
-            if not (val >= 0 and sig > 0):
-                msg = (f"zc4100 model: yield_values[{run!r}][{key!r}] = {yv[run][key]} "
-                       "needs value >= 0, sigma > 0")
-                raise ModelError(msg)
             fixed = opts["yields"] == "fixed"
             params.append(Parameter(f"n_{key}_{run}", val, (0.0, math.inf), fixed=fixed,
                                     constraint=None if fixed else Constraint(val, sig), step=sig))
         runs.append(RunSpec(run, eff, f"n_sig_{run}", tuple(bkgs)))
 
     model = Zc4100Model(kin, comps, ParameterSet(tuple(params)), runs, vetoes, polar=polar,
-                        grid_options=dict(opts["grid"]), name=f"zc4100[{hyp}]")
+                        grid_options={k: v for k, v in opts["grid"].items() if v is not None},
+                        name=f"zc4100[{hyp}]")
     model.options = opts  # type: ignore[attr-defined]
     return model

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -21,10 +22,18 @@ from typing import Any, TextIO
 import numpy as np
 import zarr
 
-from ..errors import StoreError, ToyEngineError
+from ..errors import Interrupted, StoreError, ToyEngineError
 from ..store import StoreInfo, create_store, extend_store, write_chunk
 from ..study.recipe import Chunk, param_axis, run_chunk
 from ..study.spec import StudySpec, build_model
+from .preflight import (
+    CONNECT_TIMEOUT,
+    UsageError,
+    check_store_path,
+    check_study_size,
+    parse_scheduler_address,
+    probe_scheduler,
+)
 
 __all__ = ["RunReport", "auto_chunk_size", "run_study"]
 
@@ -133,23 +142,52 @@ def _time_one_toy(spec: StudySpec, params: tuple[str, ...]) -> float:
 
 
 def _make_client(workers: int | None, scheduler: str | None, security: Any,
-                 out: TextIO | None) -> tuple[Any, Any]:
+                 connect_timeout: float) -> tuple[Any, Any]:
     from distributed import Client, LocalCluster
 
     if scheduler:
-        client = Client(scheduler, security=security, timeout="30s")
+        probe_scheduler(scheduler, security, connect_timeout)
+        client = Client(scheduler, security=security, timeout=f"{connect_timeout}s")
         return client, None
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                           silence_logs=40)
+    # worker processes ignore SIGINT (Ctrl-C reaches the whole process group): the client
+    # process alone handles it and shuts them down in order, without their tracebacks
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    try:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                               silence_logs=40)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
     client = Client(cluster)
     return client, cluster
 
 
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _store_mismatch(store: Path, info: StoreInfo, spec: StudySpec) -> str:
+    stored_seed = info.attrs.get("root_seed")
+    if isinstance(stored_seed, int) and stored_seed != spec.seed and \
+            spec.with_overrides(seed=stored_seed).digest == info.attrs.get("spec_digest"):
+        return (f"store {store} was made from the same study with another seed: the seed "
+                f"differs (store: {stored_seed}, now: {spec.seed}); use --seed {stored_seed} "
+                "to resume it, or another --store path")
+    other = str(info.attrs.get("spec_digest", ""))[:12]
+    return (f"store {store} was made from a different study (name "
+            f"{info.attrs.get('study_name')!r}, digest {other}) than {spec.name!r} "
+            f"(digest {spec.digest[:12]}); use another --store path or the study file "
+            "that made it")
+
+
 def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
               scheduler: str | None = None, client: Any = None, chunk_size: int | None = None,
-              security: Any = None, progress: TextIO | None = sys.stderr) -> RunReport:
+              security: Any = None, progress: TextIO | None = sys.stderr, yes: bool = False,
+              connect_timeout: float = CONNECT_TIMEOUT) -> RunReport:
     """Run (or resume, or extend) ``spec`` into the result store at ``store``.
 
     Parameters
@@ -173,20 +211,40 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
         TLS settings for ``scheduler`` (see ``cluster/README.md``).
     progress : file, optional
         Where the progress line goes (``None`` for silence).
+    yes : bool
+        Run a study even if its size estimate asks for confirmation
+        (:func:`toyengine.run.preflight.check_study_size`).
+    connect_timeout : float
+        Seconds allowed to reach ``scheduler``.
+
+    Raises
+    ------
+    UsageError
+        Bad ``workers``/``chunk_size``/``scheduler``, or a huge study without ``yes``.
+    StoreError
+        The store cannot be created there, or comes from another study.
+    ClusterError
+        The scheduler cannot be reached.
+    Interrupted
+        Ctrl-C or SIGTERM; the chunks written are kept (run again to resume).
     """
     t_start = time.monotonic()
     store = Path(store)
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        msg = f"--workers {workers}: expected an integer >= 1"
+        raise UsageError(msg)
+    if chunk_size is not None and (isinstance(chunk_size, bool) or chunk_size < 1):
+        msg = f"--chunk-size {chunk_size}: expected an integer >= 1"
+        raise UsageError(msg)
+    if scheduler is not None and client is None:
+        scheduler = parse_scheduler_address(scheduler, "" if security is not None else None)
+    check_store_path(store)
     params = param_axis(spec)
     existing = store.exists()
     if existing:
         info = StoreInfo(store)
         if info.attrs.get("spec_digest") != spec.digest:
-            other = str(info.attrs.get("spec_digest", ""))[:12]
-            msg = (f"store {store} was made from a different study (name "
-                   f"{info.attrs.get('study_name')!r}, digest {other}) than {spec.name!r} "
-                   f"(digest {spec.digest[:12]}); use another --store path or the study file "
-                   "that made it")
-            raise StoreError(msg)
+            raise StoreError(_store_mismatch(store, info, spec))
         if info.params != params:
             msg = f"store {store} has parameters {info.params}, the study has {params}"
             raise StoreError(msg)
@@ -197,10 +255,13 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
             progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
                            f"{spec.toys}); running any of them not yet done\n")
 
+    else:
+        check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params), yes)
     own_client = client is None
     cluster = None
     if own_client:
-        client, cluster = _make_client(workers, scheduler, security, progress)
+        client, cluster = _make_client(workers, scheduler, security, connect_timeout)
+    interrupted = False
     try:
         dashboard = getattr(client, "dashboard_link", "") or ""
         if progress is not None:
@@ -210,8 +271,11 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
                 chunk_size = spec.chunk_size
             if chunk_size is None:
                 n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+                t_toy = _time_one_toy(spec, params)
+                check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
+                                 len(params), yes, t_toy)
                 chunk_size = min(spec.toys, auto_chunk_size(
-                    _time_one_toy(spec, params), spec.toys * len(spec.variants), n_workers))
+                    t_toy, spec.toys * len(spec.variants), n_workers))
             truth, reference = _truth_and_reference(spec, params)
             create_store(store, spec, params, truth, reference, chunk_size)
             info = StoreInfo(store)
@@ -228,18 +292,52 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
         group = zarr.open_group(str(store), mode="r+")
         bar = _Progress(spec.name, total_toys,
                         sum(c.size for c in chunks if done[c.index]), progress)
-        _submit_and_collect(client, spec, params, pending, group, bar, report)
-        bar.update(0, 0, final=True)
+        try:
+            _submit_and_collect(client, spec, params, pending, group, bar, report)
+        except KeyboardInterrupt:
+            interrupted = True
+        else:
+            bar.update(0, 0, final=True)
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         if own_client:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            _close_quietly(client, cluster, interrupted)
+    if interrupted:
+        if not store.exists():
+            raise Interrupted(0, spec.toys * len(spec.variants))
+        info = StoreInfo(store)
+        done_mask = info.done()
+        chunks = info.chunks()
+        raise Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
+                          sum(c.size for c in chunks))
     final = StoreInfo(store)
     final_done = final.done()
     report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
     report.seconds = time.monotonic() - t_start
     return report
+
+
+def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:
+    """Close the client and our cluster; after an interrupt, without the log noise of
+    workers being stopped mid-task (a second Ctrl-C during shutdown is ignored)."""
+    import logging
+
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    levels = {}
+    if interrupted:
+        for name in ("distributed", "tornado", "asyncio"):
+            levels[name] = logging.getLogger(name).level
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    try:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],

@@ -212,3 +212,17 @@ def open_results(path: str | Path) -> xr.Dataset:
     # chunks=None: lazily indexed numpy arrays, not dask — reads stay in this process even
     # when a distributed Client is active (workers may not see the store)
     return xr.open_zarr(path, consolidated=False, chunks=None)
+
+
+def find_unreadable_chunk(path: str | Path) -> tuple[str, str, str] | None:
+    """The first chunk of the store at ``path`` that cannot be read, as ``(array name,
+    chunk key, error)`` (e.g. ``("value", "c/0/2/0/0", "...")``), or ``None``. Reads every
+    chunk: call it after a read failed, to say where the store is damaged."""
+    group = zarr.open_group(str(path), mode="r")
+    for name, arr in group.arrays():
+        for idx in np.ndindex(*arr.cdata_shape):
+            try:
+                arr.get_block_selection(idx)
+            except Exception as exc:  # noqa: BLE001 - any decoder error marks the chunk
+                return name, "c/" + "/".join(str(i) for i in idx), str(exc)
+    return None

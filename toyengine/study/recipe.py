@@ -30,7 +30,7 @@ import numpy as np
 from ..core.fit import STATUS_EXCEPTION, fit
 from ..errors import FitFailureWarning
 from .seeds import toy_seed
-from .spec import StudySpec, build_model
+from .spec import StudySpec, build_model, load_fixed_data
 
 __all__ = ["Chunk", "ChunkResult", "param_axis", "run_chunk"]
 
@@ -79,19 +79,6 @@ def param_axis(spec: StudySpec) -> tuple[str, ...]:
                 if n not in names:
                     names.append(n)
     return tuple(names)
-
-
-def load_fixed_data(spec: StudySpec, model: Any) -> Any:
-    """The study's fixed data set (kinds that refit one data set), loaded by the model's
-    ``load_data`` if it has one, else from an ``.npz`` with an ``x`` array."""
-    path = spec.data_path()
-    if path is None:
-        return None
-    loader = getattr(model, "load_data", None)
-    if loader is not None:
-        return loader(path)
-    with np.load(path) as f:
-        return np.asarray(f["x"], dtype=float)
 
 
 def _n_events(data: Any) -> int:

@@ -1,9 +1,11 @@
 """Study files: parse, validate once, and freeze into a :class:`StudySpec`.
 
-A study file is YAML with a closed schema (unknown keys are errors). Validation happens
-before any task starts and raises one :class:`~toyengine.errors.SpecError` that names the
-field (its path in the file), the bad value and what was expected. The format is
-documented in ``docs/study-format.md``.
+A study file is YAML (read by :func:`toyengine.study.safeyaml.load_yaml`: bounded alias expansion,
+no duplicate keys) with a closed schema declared in :mod:`toyengine.study.studyfile`; builder
+options are declared by each builder (:mod:`toyengine.models.options`). Validation happens before
+any task starts and raises one :class:`~toyengine.errors.SpecError` that names the field
+(its path in the file), the bad value and what was expected. The format is documented in
+``docs/study-format.md``.
 """
 
 from __future__ import annotations
@@ -16,42 +18,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from pydantic import ValidationError
 
 from ..errors import ModelError, SpecError
 from ..models import BUILDERS, get_builder
+from ..models.options import OptionsError, describe_validation_error, format_path
+from .safeyaml import load_yaml
 from .seeds import variant_rng
+from .studyfile import KINDS, MAX_SEED, MAX_TOYS, MAX_VARIANTS, StudyFile
 
-__all__ = ["KINDS", "StudySpec", "Variant", "build_model", "load_spec"]
+__all__ = ["KINDS", "StudySpec", "Variant", "build_model", "load_fixed_data", "load_spec"]
 
 #: per-process cache of built models: a worker builds each (study, variant, model) once
 #: and every toy of every chunk it runs shares that likelihood core.
 _MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
 _MODEL_CACHE_MAX = 8  # a Dalitz model holds ~15 MB of cached amplitudes
 
-#: study kinds and the settings they preset (see ARCHITECTURE.md, "One shape for every toy")
-KINDS = {
-    "pulls": "generate from the nominal model, fit it: pull mean/width, bias, coverage",
-    "fit_bias": "same as pulls (pseudoexperiments from the nominal fit)",
-    "significance": "generate under H0, fit H0 and H1: t = Δ(−2 ln L) vs χ²(ndof)",
-    "jp_rejection": "generate under the disfavoured J^P, fit both: rejection level",
-    "model_variation": "generate from alternative models, fit the default: shifts per source",
-    "template_smearing": "fixed data set, smeared templates per variant, fit H0 and H1",
-    "parameter_variation": "fixed data set, random draws of fixed parameters per variant",
-    "goodness_of_fit": "generate from nominal, fit nominal: toy-based p-value of a GOF statistic",
-    "cross_check": "generate with one model, fit with another (e.g. U vs BW ensembles)",
-}
-TOP_KEYS = {"name", "kind", "description", "seed", "toys", "models", "generate", "data",
-            "hypotheses", "test", "variants", "fit", "poi", "chunk_size", "format_version"}
-MODEL_KEYS = {"builder", "options", "parameters"}
-PARAM_KEYS = {"value", "limits", "fixed", "constraint", "step"}
-FIT_KEYS = {"starts", "minos", "strategy", "hesse"}
 #: kinds whose summaries read only −ln L and fitted values: their fits skip HESSE unless
 #: ``fit.hesse: true`` (HESSE is ~half the cost of a Z_c(4100)- fit)
 NO_HESSE_KINDS = frozenset({"significance", "jp_rejection"})
-TEST_KEYS = {"h0", "h1", "ndof", "observed"}
-VARIANT_KEYS = {"name", "group", "separate", "models", "generate", "count"}
-
 
 @dataclass(frozen=True)
 class Variant:
@@ -108,9 +93,9 @@ class StudySpec:
         """A copy with ``--toys``/``--seed`` from the command line applied (validated)."""
         kw = dict(self.__dict__)
         if toys is not None:
-            kw["toys"] = _check_int(toys, "toys (--toys)", minimum=1)
+            kw["toys"] = _check_int(toys, "toys (--toys)", 1, MAX_TOYS)
         if seed is not None:
-            kw["seed"] = _check_int(seed, "seed (--seed)", minimum=0)
+            kw["seed"] = _check_int(seed, "seed (--seed)", 0, MAX_SEED)
         return StudySpec(**kw)
 
     def model_config(self, variant: Variant, model: str) -> dict[str, Any]:
@@ -127,11 +112,9 @@ class StudySpec:
 
     @classmethod
     def from_text(cls, text: str, source: str = "<string>", base_dir: str = ".") -> StudySpec:
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SpecError("(file)", source, f"valid YAML ({exc})", source) from None
-        return _validate(raw, text, source, base_dir)
+        """Parse and validate the text of a study file (``base_dir``: where relative
+        ``data`` paths are resolved)."""
+        return _validate(load_yaml(text, source), text, source, base_dir)
 
 
 def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
@@ -152,12 +135,31 @@ def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
     return model
 
 
+def load_fixed_data(spec: StudySpec, model: Any) -> Any:
+    """The study's fixed data set (kinds that refit one data set), loaded by the model's
+    ``load_data`` if it has one, else from an ``.npz`` with an ``x`` array."""
+    import numpy as np
+
+    path = spec.data_path()
+    if path is None:
+        return None
+    loader = getattr(model, "load_data", None)
+    if loader is not None:
+        return loader(path)
+    with np.load(path, allow_pickle=False) as f:
+        return np.asarray(f["x"], dtype=float)
+
+
 def load_spec(path: str | Path) -> StudySpec:
     """Read and validate a study file."""
     p = Path(path)
     if not p.is_file():
         raise SpecError("(file)", str(p), "an existing study file")
-    return StudySpec.from_text(p.read_text(), str(p), str(p.parent.resolve()))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError("(file)", str(p), f"a readable UTF-8 text file ({exc})") from None
+    return StudySpec.from_text(text, str(p), str(p.parent.resolve()))
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -171,223 +173,239 @@ def _deep_merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def _check_keys(obj: Any, allowed: set[str], path: str, source: str,
-                required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-    if not isinstance(obj, Mapping):
-        raise SpecError(path or "(top level)", obj, "a mapping", source)
-    for k in obj:
-        if k not in allowed:
-            where = f"{path}.{k}" if path else str(k)
-            raise SpecError(where, obj[k], f"no such key; allowed keys: {sorted(allowed)}", source)
-    for k in sorted(required):
-        if k not in obj:
-            where = f"{path}.{k}" if path else k
-            raise SpecError(where, None, "a required key (missing)", source)
-
-
-def _check_int(v: Any, path: str, minimum: int | None = None, source: str | None = None) -> int:
+def _check_int(v: Any, path: str, minimum: int, maximum: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise SpecError(path, v, "an integer", source)
-    if minimum is not None and v < minimum:
-        raise SpecError(path, v, f"an integer >= {minimum}", source)
+        raise SpecError(path, v, "an integer")
+    if not minimum <= v <= maximum:
+        raise SpecError(path, v, f"an integer in [{minimum}, {maximum}]")
     return v
 
 
-def _check_str(v: Any, path: str, source: str) -> str:
-    if not isinstance(v, str) or not v:
-        raise SpecError(path, v, "a non-empty string", source)
-    return v
-
-
-def _check_bool(v: Any, path: str, source: str) -> bool:
-    if not isinstance(v, bool):
-        raise SpecError(path, v, "true or false", source)
-    return v
-
-
-def _validate_param_overrides(obj: Any, path: str, source: str) -> None:
-    if obj is None:
-        return
-    if not isinstance(obj, Mapping):
-        raise SpecError(path, obj, "a mapping of parameter name -> value or settings", source)
-    for name, val in obj.items():
-        p = f"{path}.{name}"
-        if isinstance(val, bool) or not isinstance(val, (int, float, Mapping)):
-            raise SpecError(p, val, "a number or a mapping with keys "
-                            f"{sorted(PARAM_KEYS)}", source)
-        if isinstance(val, Mapping):
-            _check_keys(val, PARAM_KEYS, p, source)
-            if "value" in val and (isinstance(val["value"], bool)
-                                   or not isinstance(val["value"], (int, float))):
-                raise SpecError(f"{p}.value", val["value"], "a number", source)
-            if "fixed" in val:
-                _check_bool(val["fixed"], f"{p}.fixed", source)
-            if "limits" in val:
-                lim = val["limits"]
-                if (not isinstance(lim, list) or len(lim) != 2
-                        or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                   for x in lim)):
-                    raise SpecError(f"{p}.limits", lim, "a list [lo, hi] of two numbers", source)
-            if "constraint" in val:
-                c = val["constraint"]
-                _check_keys(c, {"mean", "sigma"}, f"{p}.constraint", source, {"mean", "sigma"})
-                s = c["sigma"]
-                if isinstance(s, bool) or not isinstance(s, (int, float)) or not s > 0:
-                    raise SpecError(f"{p}.constraint.sigma", s, "a number > 0", source)
-
-
-def _validate_model(obj: Any, path: str, source: str) -> None:
-    _check_keys(obj, MODEL_KEYS, path, source, {"builder"})
-    if obj["builder"] not in BUILDERS:
-        raise SpecError(f"{path}.builder", obj["builder"],
-                        f"one of the registered model builders {sorted(BUILDERS)}", source)
-    if obj.get("options") is not None and not isinstance(obj["options"], Mapping):
-        raise SpecError(f"{path}.options", obj["options"], "a mapping of builder options",
-                        source)
-    _validate_param_overrides(obj.get("parameters"), f"{path}.parameters", source)
+def _dump(model: Any) -> Any:
+    """Plain data of a validated (sub)model, unset keys left out."""
+    return model.model_dump(exclude_none=True, by_alias=True)
 
 
 def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
-    _check_keys(raw, TOP_KEYS, "", source,
-                {"name", "kind", "seed", "toys", "models", "generate", "hypotheses"})
-    if raw.get("format_version", 1) != 1:
-        raise SpecError("format_version", raw["format_version"], "1", source)
-    name = _check_str(raw["name"], "name", source)
-    kind = raw["kind"]
-    if kind not in KINDS:
-        raise SpecError("kind", kind, f"one of {sorted(KINDS)}", source)
-    seed = _check_int(raw["seed"], "seed", 0, source)
-    toys = _check_int(raw["toys"], "toys", 1, source)
-    models = raw["models"]
-    if not isinstance(models, Mapping) or not models:
-        raise SpecError("models", models, "a non-empty mapping of model name -> model", source)
-    for mname, m in models.items():
-        _validate_model(m, f"models.{mname}", source)
-    generate = raw["generate"]
-    if generate not in models:
-        raise SpecError("generate", generate, f"one of the model names {sorted(models)}", source)
-    hyps = raw["hypotheses"]
-    if isinstance(hyps, str):
-        hyps = [hyps]
-    if not isinstance(hyps, list) or not hyps:
-        raise SpecError("hypotheses", hyps, "a non-empty list of model names", source)
+    if not isinstance(raw, Mapping):
+        raise SpecError("(top level)", raw, "a mapping (a study file)", source)
+    try:
+        f = StudyFile.model_validate(raw)
+    except ValidationError as exc:
+        loc, value, expected = describe_validation_error(exc, raw, StudyFile)
+        raise SpecError(format_path(loc) or "(top level)", value, expected, source) from None
+
+    models = {name: _dump(m) for name, m in f.models.items()}
+    names = sorted(models)
+    for name, m in f.models.items():
+        if m.builder not in BUILDERS:
+            raise SpecError(f"models.{name}.builder", m.builder,
+                            f"one of the registered model builders {sorted(BUILDERS)}", source)
+        _check_options(m.builder, m.options, f"models.{name}.options", source)
+    if f.generate not in models:
+        raise SpecError("generate", f.generate, f"one of the model names {names}", source)
+    hyps = [f.hypotheses] if isinstance(f.hypotheses, str) else list(f.hypotheses)
     for i, h in enumerate(hyps):
         if h not in models:
-            raise SpecError(f"hypotheses[{i}]", h, f"one of the model names {sorted(models)}",
-                            source)
+            raise SpecError(f"hypotheses[{i}]", h, f"one of the model names {names}", source)
     if len(set(hyps)) != len(hyps):
         raise SpecError("hypotheses", hyps, "distinct model names", source)
 
-    fit = raw.get("fit") or {}
-    _check_keys(fit, FIT_KEYS, "fit", source)
-    fit = {"starts": _check_int(fit.get("starts", 1), "fit.starts", 1, source),
-           "minos": _check_bool(fit.get("minos", False), "fit.minos", source),
-           "strategy": fit.get("strategy"),
-           "hesse": _check_bool(fit.get("hesse", kind not in NO_HESSE_KINDS), "fit.hesse",
-                                source)}
-    if fit["strategy"] is not None and _check_int(fit["strategy"], "fit.strategy", 0,
-                                                  source) > 2:
-        raise SpecError("fit.strategy", fit["strategy"], "0, 1 or 2", source)
-
-    test = raw.get("test") or {}
-    _check_keys(test, TEST_KEYS, "test", source)
+    fit = f.fit.model_dump() if f.fit is not None else {"starts": 1, "minos": False,
+                                                         "strategy": None, "hesse": None}
+    if fit["hesse"] is None:
+        fit["hesse"] = f.kind not in NO_HESSE_KINDS
+    test = _dump(f.test) if f.test is not None else {}
     for key in ("h0", "h1"):
         if key in test and test[key] not in hyps:
             raise SpecError(f"test.{key}", test[key], f"one of the hypotheses {hyps}", source)
-    if kind in ("significance", "jp_rejection", "template_smearing") and not (
+    if f.kind in ("significance", "jp_rejection", "template_smearing") and not (
             "h0" in test and "h1" in test):
-        raise SpecError("test", test, f"h0 and h1 (hypothesis names) for kind {kind!r}", source)
-    if "ndof" in test:
-        _check_int(test["ndof"], "test.ndof", 1, source)
-    if "observed" in test and (isinstance(test["observed"], bool)
-                               or not isinstance(test["observed"], (int, float))):
-        raise SpecError("test.observed", test["observed"], "a number", source)
+        raise SpecError("test", test, f"h0 and h1 (hypothesis names) for kind {f.kind!r}",
+                        source)
 
-    variants = _validate_variants(raw.get("variants"), models, source, generate)
-    poi = raw.get("poi") or []
-    if isinstance(poi, str):
-        poi = poi.split()
-    if not isinstance(poi, list) or not all(isinstance(p, str) for p in poi):
-        raise SpecError("poi", poi, "a list of parameter names", source)
-    data = raw.get("data")
+    variants = _validate_variants(f, models, source)
+    poi = f.poi.split() if isinstance(f.poi, str) else list(f.poi or [])
+    data = f.data
     if data is not None:
-        data = _check_str(data, "data", source)
         dp = Path(data) if Path(data).is_absolute() else Path(base_dir) / data
         if not dp.is_file():
             raise SpecError("data", data, f"an existing data file (looked for {dp})", source)
-    chunk_size = raw.get("chunk_size")
-    if chunk_size is not None and chunk_size != "auto":
-        chunk_size = _check_int(chunk_size, "chunk_size", 1, source)
-    else:
-        chunk_size = None
+    chunk_size = f.chunk_size if isinstance(f.chunk_size, int) else None
 
-    spec = StudySpec(name=name, kind=kind, seed=seed, toys=toys, models=dict(models),
-                     generate=generate, hypotheses=tuple(hyps), variants=variants, fit=fit,
-                     test=dict(test), poi=tuple(poi), data=data, chunk_size=chunk_size,
-                     text=text, base_dir=base_dir,
-                     description=str(raw.get("description", "")))
+    spec = StudySpec(name=f.name, kind=f.kind, seed=f.seed, toys=f.toys, models=models,
+                     generate=f.generate, hypotheses=tuple(hyps), variants=variants, fit=fit,
+                     test=test, poi=tuple(poi), data=data, chunk_size=chunk_size,
+                     text=text, base_dir=base_dir, description=f.description)
     _validate_by_building(spec, source)
     return spec
 
 
-def _validate_variants(raw: Any, models: Mapping[str, Any], source: str,
-                       generate: str) -> tuple[Variant, ...]:
-    if raw is None or raw == []:
-        return (Variant(0, "nominal", "nominal", False, {}, generate, False),)
-    if not isinstance(raw, list):
-        raise SpecError("variants", raw, "a list of variants", source)
+def _check_options(builder: str, options: Mapping[str, Any] | None, path: str,
+                   source: str) -> None:
+    """Check ``options`` against the builder's declaration; errors under ``path``."""
+    try:
+        BUILDERS[builder].options.parse(options)
+    except OptionsError as exc:
+        where = f"{path}.{format_path(exc.loc)}" if exc.loc else path
+        where = where.replace(".[", "[")
+        value = exc.value if exc.loc else options
+        raise SpecError(where, value, exc.expected, source) from None
+
+
+def _validate_variants(f: StudyFile, models: Mapping[str, Any],
+                       source: str) -> tuple[Variant, ...]:
+    if not f.variants:
+        return (Variant(0, "nominal", "nominal", False, {}, f.generate, False),)
+    names = sorted(models)
+    total = sum(v.count or 1 for v in f.variants)
+    if total > MAX_VARIANTS:
+        raise SpecError("variants", f"{total} variants", f"at most {MAX_VARIANTS} variants "
+                        "(counts added up)", source)
     out: list[Variant] = []
-    names: set[str] = set()
-    for i, v in enumerate(raw):
+    seen: set[str] = set()
+    for i, v in enumerate(f.variants):
         path = f"variants[{i}]"
-        _check_keys(v, VARIANT_KEYS, path, source, {"name"})
-        vname = _check_str(v["name"], f"{path}.name", source)
-        group = _check_str(v.get("group", vname), f"{path}.group", source)
-        separate = _check_bool(v.get("separate", False), f"{path}.separate", source)
-        gen = v.get("generate", generate)
+        gen = v.generate or f.generate
         if gen not in models:
-            raise SpecError(f"{path}.generate", gen, f"one of the model names {sorted(models)}",
-                            source)
-        patches = v.get("models") or {}
-        if not isinstance(patches, Mapping):
-            raise SpecError(f"{path}.models", patches, "a mapping model name -> patch", source)
+            raise SpecError(f"{path}.generate", gen, f"one of the model names {names}", source)
+        patches = {m: _dump(p) for m, p in (v.models or {}).items()}
         for mname, patch in patches.items():
             if mname not in models:
                 raise SpecError(f"{path}.models.{mname}", mname,
-                                f"one of the model names {sorted(models)}", source)
-            _check_keys(patch, MODEL_KEYS - {"builder"}, f"{path}.models.{mname}", source)
-            _validate_param_overrides(patch.get("parameters"),
-                                      f"{path}.models.{mname}.parameters", source)
-        count = v.get("count")
-        if count is None:
-            expanded = [(vname, False)]
+                                f"one of the model names {names}", source)
+            if "options" in patch:
+                merged = _deep_merge(dict(models[mname].get("options") or {}),
+                                     patch["options"])
+                _check_options(models[mname]["builder"], merged,
+                               f"{path}.models.{mname}.options", source)
+        if v.count is None:
+            expanded = [(v.name, False)]
         else:
-            count = _check_int(count, f"{path}.count", 1, source)
-            expanded = [(f"{vname}_{k:04d}", True) for k in range(count)]
+            expanded = [(f"{v.name}_{k:04d}", True) for k in range(v.count)]
         for n, random in expanded:
-            if n in names:
+            if n in seen:
                 raise SpecError(f"{path}.name", n, "a unique variant name", source)
-            names.add(n)
-            out.append(Variant(len(out), n, group, separate, patches, gen, random))
+            seen.add(n)
+            out.append(Variant(len(out), n, v.group or v.name, v.separate, patches, gen,
+                               random))
     return tuple(out)
+
+
+#: what validation needs of a built model — its parameters and derived names — by
+#: (builder, options, random-variant key); re-validating a study (or a variant with the
+#: same options) then costs no model build. Models themselves are not kept.
+_BUILT: dict[str, tuple[Any, tuple[str, ...]]] = {}
+_BUILT_MAX = 512
+#: data files already read by a model: (path, size, mtime, builder, options) keys
+_DATA_OK: set[str] = set()
+
+
+def _built(spec: StudySpec, v: Variant, mname: str) -> tuple[Any, tuple[str, ...], Any]:
+    """(parameters, derived names, model or None if cached) of model ``mname`` for variant
+    ``v``, parameter overrides not applied."""
+    cfg = spec.model_config(v, mname)
+    rng_key = [spec.seed, v.index] if v.random else None
+    key = json.dumps([cfg["builder"], cfg.get("options"), rng_key], sort_keys=True)
+    if key in _BUILT:
+        return (*_BUILT[key], None)
+    rng = variant_rng(spec.seed, v.index) if v.random else None
+    model = get_builder(cfg["builder"])(cfg.get("options") or {}, rng)
+    entry = (model.parameters, tuple(getattr(model, "derived_names", ())))
+    if len(_BUILT) >= _BUILT_MAX:
+        _BUILT.pop(next(iter(_BUILT)))
+    _BUILT[key] = entry
+    return (*entry, model)
 
 
 def _validate_by_building(spec: StudySpec, source: str) -> None:
     """Build every model of every non-random variant (and the first random one) so that
-    unknown options and parameter names fail now, not on a worker."""
+    parameter names fail now, not on a worker; check ``poi`` names and the data file."""
     seen_random = False
+    params: set[str] = set()
     for v in spec.variants:
         if v.random:
             if seen_random:
                 continue
             seen_random = True
-        for mname in {*spec.hypotheses, v.generate}:
-            path = f"models.{mname}" if not v.patches.get(mname) else \
-                f"variants[{v.name}].models.{mname}"
+        for mname in dict.fromkeys((*spec.hypotheses, v.generate)):
+            patched = bool(v.patches.get(mname))
+            path = f"variants[{v.name}].models.{mname}" if patched else f"models.{mname}"
+            cfg = spec.model_config(v, mname)
             try:
-                build_model(spec, v, mname)
+                parameters, derived, _ = _built(spec, v, mname)
             except SpecError:
                 raise
             except ModelError as exc:
-                raise SpecError(path, spec.model_config(v, mname).get("options"),
+                raise SpecError(f"{path}.options", cfg.get("options"),
                                 f"a buildable model ({exc})", source) from None
+            overrides = cfg.get("parameters")
+            if overrides:
+                try:
+                    parameters = parameters.updated(overrides)
+                except (ModelError, TypeError, ValueError) as exc:
+                    raise SpecError(f"{path}.parameters", overrides, f"parameters of the "
+                                    f"model ({exc})", source) from None
+            params.update(parameters.names)
+            params.update(derived)
+    for i, p in enumerate(spec.poi):
+        if p not in params:
+            raise SpecError(f"poi[{i}]", p, f"a parameter of the models {sorted(params)}",
+                            source)
+    if spec.data is not None:
+        _check_data(spec, source)
+
+
+def _check_data(spec: StudySpec, source: str) -> None:
+    path = spec.data_path()
+    assert path is not None
+    v = spec.variants[0]
+    cfg = spec.model_config(v, v.generate)
+    st = path.stat()
+    key = json.dumps([str(path), st.st_size, st.st_mtime_ns, cfg["builder"],
+                      cfg.get("options")], sort_keys=True)
+    if key in _DATA_OK:
+        return
+    try:
+        check_data_file(path)
+        load_fixed_data(spec, build_model(spec, v, v.generate))
+    except SpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader error is a bad data file
+        raise SpecError("data", spec.data, f"a data file the model can read ({exc})",
+                        source) from None
+    _DATA_OK.add(key)
+
+
+def check_data_file(path: Path | None) -> None:
+    """Open an ``.npz`` data file without unpickling and check every array: numbers (or
+    text, for metadata), floats finite.
+
+    Raises
+    ------
+    ValueError
+        Not an ``.npz`` archive, an object (pickled) array, a non-numeric or non-finite
+        array; the message names the array.
+    """
+    import zipfile
+
+    import numpy as np
+
+    if path is None:
+        return
+    if not zipfile.is_zipfile(path):
+        msg = "not an .npz archive"
+        raise ValueError(msg)
+    with np.load(path, allow_pickle=False) as f:
+        for key in f.files:
+            try:
+                a = f[key]
+            except ValueError as exc:
+                msg = f"array {key!r}: {exc}"
+                raise ValueError(msg) from None
+            if a.dtype.kind not in "biufUS":
+                msg = f"array {key!r} has dtype {a.dtype}; expected numbers or text"
+                raise ValueError(msg)
+            if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+                msg = f"array {key!r} has NaN or infinite entries"
+                raise ValueError(msg)

@@ -1,0 +1,253 @@
+"""Every CLI error is one line on stderr and an exit code, never a traceback or a hang
+(issue 13). Servers here are the test's own, on 127.0.0.1."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from toyengine.study.spec import load_spec
+
+DATA = Path(__file__).parent / "data"
+STUDY = DATA / "tcc_small.yaml"
+CLI = [sys.executable, "-m", "toyengine.cli"]
+
+
+def _cli(*args, timeout=120):
+    t0 = time.monotonic()
+    res = subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True,
+                         timeout=timeout)
+    return res, time.monotonic() - t0
+
+
+def _in_process(capsys, *args):
+    """Run the CLI in this process (no interpreter start-up) for errors raised before any
+    cluster starts; returns (exit code, stderr)."""
+    from toyengine.cli import main
+
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
+
+
+def _one_line(res, code, text):
+    assert res.returncode == code, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert text in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(("args", "text"), [
+    (["--scheduler", "garbage"], "expected tcp://HOST:PORT"),
+    (["--scheduler", "tcp://host:99999"], "port 99999"),
+    (["--scheduler", "tls://127.0.0.1:8786"], "give --tls-config"),
+    (["--workers", "0"], "--workers: 0 is not >= 1"),
+    (["--workers", "-3"], "--workers: -3 is not >= 1"),
+    (["--chunk-size", "0"], "--chunk-size: 0 is not >= 1"),
+    (["--seed", "-1"], "--seed: -1 is not >= 0"),
+    (["--toys", "x"], "'x' is not an integer"),
+    (["--toys", "100000000"], "add --yes"),
+])
+def test_bad_run_arguments(tmp_path, capsys, args, text):
+    store = tmp_path / "s.zarr"
+    res = _in_process(capsys, "run", STUDY, "--store", store, *args)
+    _one_line(res, 2, text)
+    assert not store.exists()
+
+
+def test_store_under_a_file(tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    res = _in_process(capsys, "run", STUDY, "--store", tmp_path / "f" / "s.zarr", "--workers",
+                      "1")
+    _one_line(res, 2, "is a file, not a directory")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_store_in_read_only_directory(tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        res = _in_process(capsys, "run", STUDY, "--store", ro / "s.zarr", "--workers", "1")
+    finally:
+        ro.chmod(0o700)
+    _one_line(res, 2, "cannot write in")
+
+
+def test_store_on_proc_is_refused(capsys):
+    res = _in_process(capsys, "run", STUDY, "--store", "/proc/toyengine-test.zarr",
+                      "--workers", "1")
+    _one_line(res, 2, "cannot write in /proc")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    res = subprocess.run([*CLI, "--debug", "run", str(STUDY), "--store",
+                          str(tmp_path / "s.zarr"), "--scheduler", "garbage"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "Traceback" in res.stderr
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class _Server:
+    """A TCP server on 127.0.0.1 that answers every connection with ``reply`` (or, with
+    ``None``, accepts and never speaks)."""
+
+    def __init__(self, reply):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.reply = reply
+        self.conns = []
+        self.stop = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            if self.reply is not None:
+                try:
+                    conn.sendall(self.reply)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+@pytest.mark.parametrize("peer", ["closed port", "garbage"])
+def test_unreachable_scheduler_is_one_line(tmp_path, peer):
+    """A closed port and a server answering garbage (a separate process, so that log
+    output and tracebacks would show on its stderr)."""
+    server = None
+    if peer == "closed port":
+        address = f"tcp://127.0.0.1:{_free_port()}"
+    else:
+        server = _Server(b"HTTP/1.1 400 Bad Request\r\n\r\n" + bytes(range(256)) * 64)
+        address = f"tcp://127.0.0.1:{server.port}"
+    store = tmp_path / "s.zarr"
+    try:
+        res, _ = _cli("run", STUDY, "--store", store, "--scheduler", address,
+                      "--connect-timeout", "5")
+    finally:
+        if server is not None:
+            server.close()
+    _one_line(res, 2, f"could not connect to a Dask scheduler at {address}")
+    assert not store.exists()
+
+
+def test_silent_scheduler_answers_within_35_s(tmp_path, capsys):
+    """A server that accepts and never speaks, with the default timeout (in this process:
+    the interpreter start-up of a loaded test machine is not what is measured)."""
+    server = _Server(None)
+    address = f"tcp://127.0.0.1:{server.port}"
+    t0 = time.monotonic()
+    try:
+        res = _in_process(capsys, "run", STUDY, "--store", tmp_path / "s.zarr", "--scheduler",
+                          address)
+    finally:
+        server.close()
+    assert time.monotonic() - t0 < 35.0
+    _one_line(res, 2, f"could not connect to a Dask scheduler at {address} (no answer")
+
+
+def _store_with_one_chunk(path):
+    import zarr
+    from toyengine.study.recipe import Chunk, param_axis, run_chunk
+    from toyengine.run.runner import _truth_and_reference
+
+    from toyengine.store import create_store, write_chunk
+
+    spec = load_spec(STUDY).with_overrides(toys=2)
+    params = param_axis(spec)
+    truth, reference = _truth_and_reference(spec, params)
+    create_store(path, spec, params, truth, reference, 1)
+    write_chunk(zarr.open_group(str(path), mode="r+"), run_chunk(spec, Chunk(0, 0, 0, 1),
+                                                                 params))
+    return spec
+
+
+def test_store_of_the_same_study_with_another_seed(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    _store_with_one_chunk(store)
+    res = _in_process(capsys, "run", STUDY, "--store", store, "--toys", "2", "--seed", "8")
+    _one_line(res, 2, "the seed differs (store: 7, now: 8)")
+
+
+def test_corrupt_chunk_names_store_and_chunk(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    _store_with_one_chunk(store)
+    chunk = store / "value" / "c" / "0" / "0" / "0" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:10])
+    res = _in_process(capsys, "summary", store)
+    _one_line(res, 2, f"store {store} is damaged: chunk value/c/0/0/0/0 cannot be read")
+
+
+def test_sigint_during_a_run_prints_the_saved_toys_line(tmp_path):
+    store = tmp_path / "s.zarr"
+    proc = subprocess.Popen([*CLI, "run", str(STUDY), "--store", str(store), "--workers", "1",
+                             "--toys", "400", "--chunk-size", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (store / "chunk_done").exists():
+            import zarr
+
+            if zarr.open_group(str(store), mode="r")["chunk_done"][:].any():
+                break
+        time.sleep(0.5)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("toyengine: interrupted: ") and last.endswith(
+        "/400 toys saved; run the same command to resume"), err
+    saved = int(last.split("interrupted: ")[1].split("/")[0])
+    assert saved >= 1
+
+
+def test_sigterm_is_an_interrupt(monkeypatch, capsys):
+    """SIGTERM takes the Ctrl-C path: one line, exit code 130 (in this process, with a
+    command that waits to be stopped)."""
+    import argparse
+
+    from toyengine import cli
+
+    def waits(args: argparse.Namespace) -> int:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        time.sleep(30)
+        return 0
+
+    old = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(cli, "_cmd_status", waits)
+    t0 = time.monotonic()
+    try:
+        code = cli.main(["status", "x"])
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert code == 130 and time.monotonic() - t0 < 10
+    assert capsys.readouterr().err == "toyengine: interrupted\n"

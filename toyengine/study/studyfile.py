@@ -1,0 +1,197 @@
+"""The study-file format, declared once as typed models (pydantic v2).
+
+:mod:`toyengine.study.spec` validates a parsed YAML document against :class:`StudyFile`, then
+each model's ``options`` against its builder's declaration
+(:class:`toyengine.models.options.BuilderOptions`), then the cross-references a schema cannot
+express (see :data:`NOT_IN_SCHEMA`). :func:`study_json_schema` turns the same declarations
+into the JSON Schema that ``toyengine schema`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from annotated_types import Len
+from pydantic import Field, field_validator
+
+from ..models.options import FiniteFloat, Pair, StrictModel, ordered_pair
+
+__all__ = ["KINDS", "MAX_SEED", "MAX_TOYS", "MAX_VARIANTS", "NOT_IN_SCHEMA", "StudyFile",
+           "options_markdown", "study_json_schema"]
+
+#: study kinds and what the summary computes for them (see ARCHITECTURE.md)
+KINDS = {
+    "pulls": "generate from the nominal model, fit it: pull mean/width, bias, coverage",
+    "fit_bias": "same as pulls (pseudoexperiments from the nominal fit)",
+    "significance": "generate under H0, fit H0 and H1: t = Δ(−2 ln L) vs χ²(ndof)",
+    "jp_rejection": "generate under the disfavoured J^P, fit both: rejection level",
+    "model_variation": "generate from alternative models, fit the default: shifts per source",
+    "template_smearing": "fixed data set, smeared templates per variant, fit H0 and H1",
+    "parameter_variation": "fixed data set, random draws of fixed parameters per variant",
+    "goodness_of_fit": "generate from nominal, fit nominal: toy-based p-value of a GOF statistic",
+    "cross_check": "generate with one model, fit with another (e.g. U vs BW ensembles)",
+}
+#: largest root seed (stored as a 64-bit integer attribute)
+MAX_SEED = 2**63 - 1
+#: most toys per variant a study file may ask for (larger runs: several stores)
+MAX_TOYS = 100_000_000
+#: most variants (``count`` expanded) a study may have
+MAX_VARIANTS = 100_000
+
+#: checks the validator makes that the JSON Schema cannot express
+NOT_IN_SCHEMA = (
+    "`generate`, `hypotheses`, `test.h0`/`test.h1` and variant `generate`/`models` keys name "
+    "models (or hypotheses) of the same file",
+    "`test.h0` and `test.h1` are required for kinds significance, jp_rejection and "
+    "template_smearing",
+    "variant names are unique and variants expand to at most 100000",
+    "variant option patches are checked after merging into the base model's options",
+    "`poi` and `parameters` names exist in the built models",
+    "the `data` file exists and holds finite, non-object arrays of matching shapes",
+    "option checks that involve several options (e.g. range / grid_step)",
+)
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Number = FiniteFloat
+
+
+class Constraint(StrictModel):
+    """A Gaussian constraint on a parameter."""
+
+    mean: Number = Field(description="constraint mean")
+    sigma: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        description="constraint width (> 0)")
+
+
+class ParameterSetting(StrictModel):
+    """Settings of one model parameter (all optional)."""
+
+    value: Number | None = Field(None, description="start / generation value")
+    limits: Pair | None = Field(None, description="fit limits [lo, hi]")
+    fixed: bool | None = Field(None, description="fixed in fits")
+    constraint: Constraint | None = Field(None, description="Gaussian constraint")
+    step: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None, description="initial step (> 0)")
+
+    _ordered = field_validator("limits")(lambda v: v if v is None else ordered_pair(v))
+
+
+Parameters = dict[Name, Number | ParameterSetting]
+
+
+class ModelEntry(StrictModel):
+    """One model: a registered builder, its options, parameter overrides."""
+
+    builder: Name = Field(description="a registered model builder")
+    options: dict[str, Any] | None = Field(None, description="builder options (per builder)")
+    parameters: Parameters | None = Field(None, description="parameter overrides")
+
+
+class ModelPatch(StrictModel):
+    """Patch of a variant to one model (deep-merged into the base model)."""
+
+    options: dict[str, Any] | None = Field(None, description="builder options to change")
+    parameters: Parameters | None = Field(None, description="parameter overrides")
+
+
+class FitSettings(StrictModel):
+    """How every toy is fitted."""
+
+    starts: int = Field(1, ge=1, le=100, description="multi-start count")
+    minos: bool = Field(False, description="run MINOS")
+    strategy: Literal[0, 1, 2] | None = Field(None, description="MIGRAD strategy")
+    hesse: bool | None = Field(None, description="run HESSE (default: yes, except for kinds "
+                               "significance and jp_rejection)")
+
+
+class TestSettings(StrictModel):
+    """The test statistic t = 2 (nll_h0 − nll_h1)."""
+
+    h0: Name | None = Field(None, description="null hypothesis (a hypothesis name)")
+    h1: Name | None = Field(None, description="alternative hypothesis")
+    ndof: int | None = Field(None, ge=1, le=10_000, description="χ² degrees of freedom")
+    observed: Number | None = Field(None, description="observed value of t (or the GOF "
+                                    "statistic)")
+
+
+class VariantEntry(StrictModel):
+    """One variant (or ``count`` random variants) of the base models."""
+
+    name: Name = Field(description="variant name")
+    group: Name | None = Field(None, description="systematic source (default: the name)")
+    separate: bool = Field(False, description="reported apart from the total")
+    models: dict[Name, ModelPatch] | None = Field(None, description="patches by model name")
+    generate: Name | None = Field(None, description="generator model of this variant")
+    count: int | None = Field(None, ge=1, le=MAX_VARIANTS, description="number of random "
+                              "variants")
+
+
+class StudyFile(StrictModel):
+    """A study file (format_version 1)."""
+
+    format_version: Literal[1] = Field(1, description="format version")
+    name: Name = Field(description="study name")
+    kind: Literal[tuple(KINDS)] = Field(description="study kind")  # type: ignore[valid-type]
+    description: str = Field("", max_length=100_000, description="free text")
+    seed: int = Field(ge=0, le=MAX_SEED, description="root seed")
+    toys: int = Field(ge=1, le=MAX_TOYS, description="toys per variant")
+    models: Annotated[dict[Name, ModelEntry], Len(1, 100)] = Field(
+        description="models by name")
+    generate: Name = Field(description="the model that generates each toy")
+    data: Name | None = Field(None, description="fixed data set (.npz) to fit instead of "
+                              "generating")
+    hypotheses: Name | Annotated[list[Name], Len(1, 20)] = Field(
+        description="models fitted to every toy, in order")
+    test: TestSettings | None = Field(None, description="test statistic")
+    variants: Annotated[list[VariantEntry], Len(0, MAX_VARIANTS)] | None = Field(
+        None, description="the variant axis")
+    fit: FitSettings | None = Field(None, description="fit settings")
+    poi: Name | Annotated[list[Name], Len(0, 1000)] | None = Field(
+        None, description="parameters of interest")
+    chunk_size: Literal["auto"] | Annotated[int, Field(ge=1, le=MAX_TOYS)] | None = Field(
+        None, description="toys per task (default auto)")
+
+
+def study_json_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of study files, with each registered builder's options
+    attached to ``models.<name>.options`` by ``builder`` (if/then)."""
+    from ..models import BUILDERS
+
+    schema = StudyFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "toyengine study file"
+    defs = schema.setdefault("$defs", {})
+    entry = defs["ModelEntry"]
+    entry["properties"]["builder"] = {"enum": sorted(BUILDERS), "type": "string",
+                                      "description": "a registered model builder"}
+    branches = []
+    for name, b in sorted(BUILDERS.items()):
+        sub = b.options.model_json_schema(ref_template="#/$defs/{model}")
+        for k, v in sub.pop("$defs", {}).items():
+            defs.setdefault(k, v)
+        title = b.options.__name__
+        defs[title] = sub
+        branches.append({"if": {"properties": {"builder": {"const": name}},
+                                "required": ["builder"]},
+                         "then": {"properties": {"options": {"anyOf": [
+                             {"$ref": f"#/$defs/{title}"}, {"type": "null"}]}}}})
+    entry["allOf"] = branches
+    # a variant's option patch is merged into the base options, so it is checked (after the
+    # merge) against its model's builder; here: it must fit one of the builders
+    defs["ModelPatch"]["properties"]["options"] = {
+        "anyOf": [{"$ref": f"#/$defs/{b.options.__name__}"} for _, b in sorted(BUILDERS.items())]
+        + [{"type": "null"}], "description": "builder options to change"}
+    return schema
+
+
+def options_markdown() -> str:
+    """The option tables of every registered builder (the generated part of
+    ``docs/study-format.md``)."""
+    from ..models import BUILDERS
+    from ..models.options import options_table
+
+    parts = []
+    for name, b in sorted(BUILDERS.items()):
+        doc = " ".join((b.options.__doc__ or "").split())
+        parts.append(f"### `builder: {name}`\n\n{doc}\n\n{options_table(b.options)}")
+    return "\n\n".join(parts) + "\n"

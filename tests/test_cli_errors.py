@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from toyengine.study.spec import load_spec
 
 DATA = Path(__file__).parent / "data"
@@ -175,10 +176,10 @@ def test_silent_scheduler_answers_within_35_s(tmp_path, capsys):
 
 def _store_with_one_chunk(path):
     import zarr
-    from toyengine.study.recipe import Chunk, param_axis, run_chunk
-    from toyengine.run.runner import _truth_and_reference
 
+    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
+    from toyengine.study.recipe import Chunk, param_axis, run_chunk
 
     spec = load_spec(STUDY).with_overrides(toys=2)
     params = param_axis(spec)

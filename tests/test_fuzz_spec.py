@@ -23,10 +23,10 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from toyengine.study.spec import StudySpec, load_spec
-from toyengine.study.studyfile import study_json_schema
 
 from toyengine.errors import SpecError
+from toyengine.study.spec import StudySpec, load_spec
+from toyengine.study.studyfile import study_json_schema
 
 ROOT = Path(__file__).parent.parent
 STUDIES = sorted((ROOT / "studies").glob("*/*.yaml"))

@@ -5,9 +5,9 @@ import time
 from pathlib import Path
 
 import pytest
-from toyengine.study.spec import StudySpec
 
 from toyengine.errors import SpecError
+from toyengine.study.spec import StudySpec
 
 DATA = Path(__file__).parent / "data"
 GOOD = (DATA / "tcc_small.yaml").read_text()

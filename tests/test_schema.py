@@ -8,11 +8,11 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
+from toyengine.errors import SpecError
 from toyengine.models.options import OptionsError
 from toyengine.study.spec import StudySpec
 from toyengine.study.studyfile import options_markdown, study_json_schema
-
-from toyengine.errors import SpecError
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"

@@ -235,8 +235,9 @@ def test_sigterm_is_an_interrupt(monkeypatch, capsys):
     """SIGTERM takes the Ctrl-C path: one line, exit code 130 (in this process, with a
     command that waits to be stopped)."""
     import argparse
+    import importlib
 
-    from toyengine import cli
+    cli = importlib.import_module("toyengine.cli.main")
 
     def waits(args: argparse.Namespace) -> int:
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()

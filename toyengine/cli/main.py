@@ -48,7 +48,7 @@ def _reading(store: str) -> Iterator[None]:
     except ToyEngineError:
         raise
     except Exception as exc:
-        from ..store import find_unreadable_chunk
+        from ..store.results import find_unreadable_chunk
 
         try:
             bad = find_unreadable_chunk(store)

@@ -42,7 +42,9 @@ def clients():
         return made[workers][1]
 
     yield get
-    for cluster, client in made.values():
+    # newest first: each Client restores the default scheduler it replaced, so closing in
+    # creation order would leave the first one's "dask.distributed" set for later tests
+    for cluster, client in reversed(list(made.values())):
         client.close()
         cluster.close()
 

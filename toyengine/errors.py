@@ -26,6 +26,18 @@ class ModelError(ToyEngineError, ValueError):
     """
 
 
+class OptionError(ModelError):
+    """A builder option is invalid. ``path`` is the option's path inside the builder's
+    ``options`` (e.g. ``components[1].shape``); the study-file validation prefixes it with
+    the model's path."""
+
+    def __init__(self, path: str, value: object, expected: str):
+        self.path = path
+        self.value = value
+        self.expected = expected
+        super().__init__(f"options.{path}: got {value!r}; expected {expected}")
+
+
 class SpecError(ToyEngineError, ValueError):
     """A study file is invalid. The message gives the YAML path, the bad value and what
     was expected."""

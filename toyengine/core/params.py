@@ -42,6 +42,10 @@ class Parameter:
         Fixed parameters are not varied by the fitter.
     constraint : Constraint or None
         Optional Gaussian constraint added to the negative log-likelihood.
+    step : float or None
+        Starting step for the minimiser (default from the limits or constraint).
+    unit : str
+        Unit for reports (e.g. ``"MeV"``); informational only.
     """
 
     name: str
@@ -50,6 +54,7 @@ class Parameter:
     fixed: bool = False
     constraint: Constraint | None = None
     step: float | None = None
+    unit: str = ""
 
     def __post_init__(self) -> None:
         lo, hi = (float(v) for v in self.limits)

@@ -38,6 +38,7 @@ __all__ = [
     "Resolution",
     "apollonios_density",
     "cb2_density",
+    "crystal_ball_density",
     "default_tcc_resolution",
     "double_gaussian_density",
     "gaussian_density",
@@ -133,6 +134,26 @@ def cb2_density(x: ArrayLike, sigma: float, alpha: float, n: float) -> NDArray[n
     arg = np.maximum(big_n - alpha * alpha + alpha * d, big_n)
     tail_val = np.exp(-0.5 * alpha * alpha + big_n * np.log(big_n / arg))
     return np.where(inside, np.exp(-0.5 * d * d), tail_val) / (sigma * (core + 2.0 * tail))
+
+
+def crystal_ball_density(x: ArrayLike, sigma: float, alpha: float, n: float
+                         ) -> NDArray[np.float64]:
+    """One-sided Crystal Ball: Gaussian core with a power-law tail on the low side.
+
+    f = exp(−δ²/2) for δ > −α and exp(−α²/2) [N / (N − α(α + δ))]^N for δ ≤ −α, δ = x/σ,
+    N = n + 1 — the same tail and the same ``n`` convention as :func:`cb2_density` (Ostap
+    ``CrystalBall``; Skwarnicki, DESY F31-86-02 (1986), Appendix E, whose exponent is N).
+    Continuous with continuous derivative at δ = −α. Analytic normalisation
+    σ [√(π/2) (1 + erf(α/√2)) + e^{−α²/2} N / (α (N − 1))]; needs α > 0, n > 0.
+    For the tail on the high side evaluate at −x.
+    """
+    d = np.asarray(x, dtype=float) / sigma
+    _, tail, big_n = _cb2_pieces(alpha, n)
+    core = math.sqrt(0.5 * math.pi) * (1.0 + math.erf(alpha / math.sqrt(2.0)))
+    inside = d > -alpha
+    arg = np.maximum(big_n - alpha * alpha - alpha * d, big_n)
+    tail_val = np.exp(-0.5 * alpha * alpha + big_n * np.log(big_n / arg))
+    return np.where(inside, np.exp(-0.5 * d * d), tail_val) / (sigma * (core + tail))
 
 
 def student_t_density(x: ArrayLike, sigma: float, n: float) -> NDArray[np.float64]:

@@ -6,9 +6,11 @@ unnormalised density; the model normalises numerically on the fit range.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.polynomial import chebyshev
 
 from ..errors import ModelError
 from .kinematics import phase_space_2body, phase_space_3body
@@ -21,7 +23,7 @@ from .lineshapes import (
     sphere_coefficients_jacobian,
 )
 
-__all__ = ["PhaseSpacePolynomial", "RelativisticBW"]
+__all__ = ["Chebyshev", "Exponential", "PeakShape", "PhaseSpacePolynomial", "RelativisticBW"]
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,9 @@ class PhaseSpacePolynomial:
     ``B(x) = Phi(x + offset) * sum_k c_k b_k(x)`` with Bernstein basis ``b_k`` of the given
     ``order`` on ``[lo, hi]`` and ``c = sphere_coefficients(phi_1..phi_order)`` — non-negative
     for every parameter value, so the background is positive everywhere (Ostap's positive
-    polynomial). ``masses`` has two entries (two-body phase space, e.g. ``D*+ D0``) or three
-    (three-body phase space, e.g. ``D0 D0 pi+``).
+    polynomial). ``masses`` has two entries (two-body phase space, e.g. ``D*+ D0``), three
+    (three-body phase space, e.g. ``D0 D0 pi+``) or none (``Phi = 1``: a plain positive
+    Bernstein polynomial).
     """
 
     coef_params: tuple[str, ...]
@@ -118,8 +121,8 @@ class PhaseSpacePolynomial:
     hi: float
 
     def __post_init__(self) -> None:
-        if len(self.masses) not in (2, 3):
-            msg = f"PhaseSpacePolynomial: need 2 or 3 masses, got {self.masses}"
+        if len(self.masses) not in (0, 2, 3):
+            msg = f"PhaseSpacePolynomial: need 0, 2 or 3 masses, got {self.masses}"
             raise ModelError(msg)
 
     @property
@@ -132,6 +135,8 @@ class PhaseSpacePolynomial:
 
     def phase_space(self, x: np.ndarray) -> np.ndarray:
         m = np.asarray(x, dtype=float) + self.offset
+        if not self.masses:
+            return np.ones_like(m)
         if len(self.masses) == 2:
             return phase_space_2body(m, *self.masses)
         return phase_space_3body(m, *self.masses)
@@ -155,3 +160,83 @@ class PhaseSpacePolynomial:
         if not values:
             return np.zeros((1, 0, 0))
         return sphere_coefficients_hessian(np.asarray(values, dtype=float))
+
+
+@dataclass(frozen=True)
+class PeakShape:
+    """A peak ``density(x - location, **shape)`` built from a normalised offset density of
+    :mod:`toyengine.resolution` (Gaussian, double Gaussian, Crystal Ball, Johnson SU,
+    Student's t, Novosibirsk, Apollonios; their papers are cited there).
+
+    ``param_names`` are the model parameters read, location first, then one per entry of
+    ``density_args`` (the density's keyword arguments, in the same order). ``flip`` mirrors
+    the shape about its location (``density(location - x)``): the high-side Crystal Ball.
+    """
+
+    density: Callable[..., np.ndarray]
+    param_names: tuple[str, ...]
+    density_args: tuple[str, ...]
+    flip: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.param_names) != 1 + len(self.density_args):
+            msg = (f"PeakShape: {len(self.param_names)} parameter names for a location and "
+                   f"{list(self.density_args)}")
+            raise ModelError(msg)
+
+    def evaluate(self, x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+        offset = np.asarray(x, dtype=float) - values[0]
+        if self.flip:
+            offset = -offset
+        with np.errstate(all="ignore"):
+            return self.density(offset, **dict(zip(self.density_args, values[1:], strict=True)))
+
+
+@dataclass(frozen=True)
+class Exponential:
+    """``exp(c (x - x_ref))``; ``x_ref`` (e.g. the range centre) keeps the exponent small.
+
+    Has an analytic derivative ``d/dc = (x - x_ref) f``.
+    """
+
+    slope_param: str
+    x_ref: float = 0.0
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return (self.slope_param,)
+
+    def evaluate(self, x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return np.exp(values[0] * (np.asarray(x, dtype=float) - self.x_ref))
+
+    def evaluate_with_gradient(self, x: np.ndarray, values: tuple[float, ...]
+                               ) -> tuple[np.ndarray, np.ndarray]:
+        """The shape and its derivative with respect to the slope, shape (1, n)."""
+        u = np.asarray(x, dtype=float) - self.x_ref
+        f = self.evaluate(x, values)
+        return f, (u * f)[None, :]
+
+
+@dataclass(frozen=True)
+class Chebyshev:
+    """``max(0, 1 + sum_k c_k T_k(t))``, ``t = 2 (x - lo) / (hi - lo) - 1`` (clamped to
+    [−1, 1] outside the range, as in the convolution padding), ``k = 1..order``.
+
+    Unlike :class:`PhaseSpacePolynomial` it can become negative; it is clipped at zero, so
+    coefficients near that boundary give a non-smooth likelihood — prefer the positive
+    Bernstein polynomial for fits that probe it.
+    """
+
+    coef_params: tuple[str, ...]
+    lo: float
+    hi: float
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return self.coef_params
+
+    def evaluate(self, x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+        t = np.clip(2.0 * (np.asarray(x, dtype=float) - self.lo) / (self.hi - self.lo) - 1.0,
+                    -1.0, 1.0)
+        return np.maximum(chebyshev.chebval(t, (1.0, *values)), 0.0)

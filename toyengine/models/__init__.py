@@ -52,9 +52,11 @@ def get_builder(name: str) -> Callable[..., Any]:
 
 
 def _register_shipped() -> None:
+    from .mass1d import Mass1dOptions, build_mass1d
     from .tcc import TccOptions, build_tcc
     from .zc4100 import Zc4100Options, build_zc4100
 
+    register_builder("mass1d", build_mass1d, Mass1dOptions)
     register_builder("tcc", build_tcc, TccOptions)
     register_builder("zc4100", build_zc4100, Zc4100Options)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import ModelError, SpecError
+from ..errors import ModelError, OptionError, SpecError
 from ..models import BUILDERS, get_builder
 from ..models.options import OptionsError, describe_validation_error, format_path
 from .safeyaml import load_yaml
@@ -336,6 +336,9 @@ def _validate_by_building(spec: StudySpec, source: str) -> None:
                 parameters, derived, _ = _built(spec, v, mname)
             except SpecError:
                 raise
+            except OptionError as exc:
+                raise SpecError(f"{path}.options.{exc.path}", exc.value, exc.expected,
+                                source) from None
             except ModelError as exc:
                 raise SpecError(f"{path}.options", cfg.get("options"),
                                 f"a buildable model ({exc})", source) from None

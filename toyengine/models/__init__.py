@@ -1,23 +1,36 @@
 """The model catalogue: builders by name, as study files reference them.
 
 A builder is ``build(options: Mapping, rng: numpy.random.Generator | None) -> ToyModel``;
-the ``rng`` is given only to random variants (template smearing, parameter draws). Each
-builder declares its options once, as a :class:`toyengine.models.options.BuilderOptions` subclass,
-and registers both with :func:`register_builder`; the study validator, ``toyengine schema``
-and the option tables of ``docs/study-format.md`` all read that declaration.
+the ``rng`` is given only to random variants (template smearing, parameter draws). The model
+satisfies the protocol of ``docs/models.md`` (``parameters``, ``sample``, ``nll``). Each
+shipped builder declares its options once, as a :class:`toyengine.models.options.BuilderOptions`
+subclass, and registers both with :func:`register_builder`; the study validator,
+``toyengine schema`` and the option tables of ``docs/study-format.md`` all read that declaration.
+
+A study names a builder in one of three ways: a registered name (:data:`BUILDERS`), an import
+path ``package.module:function`` (a plug-in), or the name of an entry point in the
+``toyengine.models`` group (an installed plug-in package). Plug-ins get their options as
+written; their own code checks them.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 import numpy as np
 
+from ..errors import ModelError
 from .options import BuilderOptions
 
-__all__ = ["BUILDERS", "Builder", "get_builder", "register_builder"]
+__all__ = ["BUILDERS", "ENTRY_POINT_GROUP", "Builder", "check_model", "get_builder",
+           "plugin_module", "register_builder"]
+
+#: entry-point group of installed model plug-ins
+ENTRY_POINT_GROUP = "toyengine.models"
 
 
 @dataclass(frozen=True)
@@ -46,9 +59,89 @@ def register_builder(name: str, build: Callable[..., Any],
     return b
 
 
+def _entry_point(name: str) -> Any:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep
+    return None
+
+
+def known_names() -> list[str]:
+    """Registered builder names and the names of installed entry points."""
+    return sorted({*BUILDERS, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+
+
+def plugin_module(name: str) -> str | None:
+    """The module a worker must import for builder ``name`` (``None`` for registered ones)."""
+    if name in BUILDERS:
+        return None
+    if ":" in name:
+        return name.split(":", 1)[0]
+    ep = _entry_point(name)
+    return None if ep is None else str(ep.module)
+
+
+def _import(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - any failure while importing user code
+        msg = f"cannot import {module} ({type(exc).__name__}: {exc})"
+        raise ModelError(msg) from None
+
+
 def get_builder(name: str) -> Callable[..., Any]:
-    """The build function of builder ``name``."""
-    return BUILDERS[name].build
+    """The build function of builder ``name``: registered, ``package.module:function`` or
+    entry point.
+
+    Raises
+    ------
+    ModelError
+        Unknown name, module that cannot be imported, or no such callable in it.
+    """
+    if name in BUILDERS:
+        return BUILDERS[name].build
+    if ":" in name:
+        module, _, func = name.partition(":")
+        if not module or not func.isidentifier():
+            msg = f"builder {name!r}: expected 'package.module:function'"
+            raise ModelError(msg)
+        obj = getattr(_import(module), func, None)
+        if not callable(obj):
+            msg = f"builder {name!r}: module {module} has no function {func!r}"
+            raise ModelError(msg)
+        return obj
+    ep = _entry_point(name)
+    if ep is not None:
+        _import(str(ep.module))
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 - user code
+            msg = f"builder {name!r}: entry point {ep.value} failed to load ({exc})"
+            raise ModelError(msg) from None
+        if not callable(obj):
+            msg = f"builder {name!r}: entry point {ep.value} is not callable"
+            raise ModelError(msg)
+        return obj
+    hint = (f"; for a plug-in write 'module:function' (e.g. "
+            f"{name.rsplit('.', 1)[0]}:{name.rsplit('.', 1)[1]})" if "." in name else "")
+    msg = (f"builder {name!r} is none of the registered model builders {known_names()} "
+           f"(built-in or entry points of group {ENTRY_POINT_GROUP!r}) and not "
+           f"'package.module:function'{hint}")
+    raise ModelError(msg)
+
+
+def check_model(model: Any, name: str) -> Any:
+    """``model`` if it has what the recipe uses (``parameters`` with ``names``/``values``,
+    callable ``sample`` and ``nll``), else :class:`ModelError` naming what is missing."""
+    missing = [a for a in ("sample", "nll") if not callable(getattr(model, a, None))]
+    params = getattr(model, "parameters", None)
+    if params is None or not hasattr(params, "names") or not hasattr(params, "values"):
+        missing.append("parameters (a toyengine.core.params.ParameterSet)")
+    if missing:
+        msg = (f"builder {name!r} returned a {type(model).__name__} without "
+               f"{', '.join(missing)} (the model protocol: docs/models.md)")
+        raise ModelError(msg)
+    return model
 
 
 def _register_shipped() -> None:

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import numpy as np
 import zarr
 
-from ..errors import Interrupted, StoreError, ToyEngineError
+from ..errors import ClusterError, Interrupted, StoreError, ToyEngineError
 from ..store import StoreInfo, create_store, extend_store, write_chunk
 from ..study.recipe import Chunk, param_axis, run_chunk
 from ..study.spec import StudySpec, build_model
@@ -133,6 +133,47 @@ def _truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.nda
     for n, val in zip(ref_model.parameters.names, ref_model.parameters.values, strict=True):
         reference[params.index(n)] = val
     return truth, reference
+
+
+def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
+    """The plug-in modules the study's builders need on every worker."""
+    from ..models import plugin_module
+
+    mods = {plugin_module(m["builder"]) for m in spec.models.values()}
+    return tuple(sorted(m for m in mods if m is not None))
+
+
+def _try_import(modules: Sequence[str]) -> str | None:
+    """Run on a worker: ``None`` if every module imports, else the first failure."""
+    import importlib
+
+    for mod in modules:
+        try:
+            importlib.import_module(mod)
+        except Exception as exc:  # noqa: BLE001 - any failure importing user code
+            return f"{mod} ({type(exc).__name__}: {exc})"
+    return None
+
+
+def check_workers_import(client: Any, spec: StudySpec) -> None:
+    """Fail before any toy if a connected worker cannot import a plug-in module of ``spec``
+    (checked once per worker with ``client.run``).
+
+    Raises
+    ------
+    ClusterError
+        ``worker ADDRESS cannot import MODULE (...)``, one line.
+    """
+    modules = plugin_modules(spec)
+    if not modules:
+        return
+    failures = {w: err for w, err in client.run(_try_import, modules).items() if err}
+    if failures:
+        worker, err = sorted(failures.items())[0]
+        more = f"; {len(failures) - 1} more worker(s) too" if len(failures) > 1 else ""
+        msg = (f"worker {worker} cannot import {err}{more}; install the module on the "
+               "workers (cluster/README.md, 'User code on workers')")
+        raise ClusterError(msg)
 
 
 def _time_one_toy(spec: StudySpec, params: tuple[str, ...]) -> float:
@@ -263,6 +304,7 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
         client, cluster = _make_client(workers, scheduler, security, connect_timeout)
     interrupted = False
     try:
+        check_workers_import(client, spec)
         dashboard = getattr(client, "dashboard_link", "") or ""
         if progress is not None:
             progress.write(f"Dask dashboard: {dashboard}\n")

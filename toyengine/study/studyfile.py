@@ -51,6 +51,9 @@ NOT_IN_SCHEMA = (
     "option checks that involve several options (e.g. range / grid_step)",
 )
 
+#: a plug-in builder ``package.module:function`` (JSON Schema pattern)
+PLUGIN_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Number = FiniteFloat
 
@@ -82,7 +85,8 @@ Parameters = dict[Name, Number | ParameterSetting]
 class ModelEntry(StrictModel):
     """One model: a registered builder, its options, parameter overrides."""
 
-    builder: Name = Field(description="a registered model builder")
+    builder: Name = Field(description="a registered model builder, an entry point of group "
+                          "toyengine.models or a plug-in 'package.module:function'")
     options: dict[str, Any] | None = Field(None, description="builder options (per builder)")
     parameters: Parameters | None = Field(None, description="parameter overrides")
 
@@ -155,15 +159,17 @@ class StudyFile(StrictModel):
 def study_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of study files, with each registered builder's options
     attached to ``models.<name>.options`` by ``builder`` (if/then)."""
-    from ..models import BUILDERS
+    from ..models import BUILDERS, known_names
 
     schema = StudyFile.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "toyengine study file"
     defs = schema.setdefault("$defs", {})
     entry = defs["ModelEntry"]
-    entry["properties"]["builder"] = {"enum": sorted(BUILDERS), "type": "string",
-                                      "description": "a registered model builder"}
+    entry["properties"]["builder"] = {
+        "anyOf": [{"enum": known_names()}, {"pattern": PLUGIN_PATTERN}], "type": "string",
+        "description": "a registered model builder, an installed entry point of group "
+                       "toyengine.models, or a plug-in 'package.module:function'"}
     branches = []
     for name, b in sorted(BUILDERS.items()):
         sub = b.options.model_json_schema(ref_template="#/$defs/{model}")
@@ -176,11 +182,11 @@ def study_json_schema() -> dict[str, Any]:
                          "then": {"properties": {"options": {"anyOf": [
                              {"$ref": f"#/$defs/{title}"}, {"type": "null"}]}}}})
     entry["allOf"] = branches
-    # a variant's option patch is merged into the base options, so it is checked (after the
-    # merge) against its model's builder; here: it must fit one of the builders
+    # a variant's option patch is partial and is merged into the base options, so it is
+    # checked (after the merge) against its model's builder, which may be a plug-in with
+    # options of its own; here: a mapping
     defs["ModelPatch"]["properties"]["options"] = {
-        "anyOf": [{"$ref": f"#/$defs/{b.options.__name__}"} for _, b in sorted(BUILDERS.items())]
-        + [{"type": "null"}], "description": "builder options to change"}
+        "type": ["object", "null"], "description": "builder options to change"}
     return schema
 
 

@@ -1,0 +1,219 @@
+"""Python model plug-ins: ``builder: package.module:function`` and the ``toyengine.models``
+entry-point group, on a local cluster and on a hand-started scheduler whose workers may
+lack the module (issue 18). The plug-in is the worked example of ``docs/models.md``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from toyengine.errors import SpecError
+from toyengine.models import get_builder, plugin_module
+from toyengine.recipe import Chunk, run_chunk
+from toyengine.spec import StudySpec
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = ROOT / "studies" / "examples" / "plugins"
+
+STUDY = """
+name: plugin-pulls
+kind: pulls
+seed: 11
+toys: 6
+models:
+  m:
+    builder: {builder}
+    options: {{range: [5180.0, 5380.0]}}
+generate: m
+hypotheses: [m]
+poi: [mu, sigma]
+"""
+
+
+@pytest.fixture
+def on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS))
+
+
+def test_docs_show_the_tested_plugin_verbatim():
+    code = (PLUGINS / "expgauss.py").read_text()
+    assert code in (ROOT / "docs" / "models.md").read_text()
+
+
+def test_import_path_builder(on_path):
+    from expgauss import build
+
+    assert get_builder("expgauss:build") is build
+    assert plugin_module("expgauss:build") == "expgauss"
+    assert plugin_module("mass1d") is None
+    spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))
+    res = run_chunk(spec, Chunk(0, 0, 0, 3)).arrays
+    assert np.all(res["status"] == 1)
+
+
+@pytest.mark.parametrize(("builder", "expected"), [
+    ("nosuchmodule_xyz:build", "cannot import nosuchmodule_xyz (ModuleNotFoundError"),
+    ("expgauss:nope", "module expgauss has no function 'nope'"),
+    ("expgauss.build", "write 'module:function' (e.g. expgauss:build)"),
+    ("expgauss:ExpGauss.density", "expected 'package.module:function'"),
+])
+def test_bad_builder_names_the_field(on_path, builder, expected):
+    with pytest.raises(SpecError) as err:
+        StudySpec.from_text(STUDY.format(builder=builder))
+    assert err.value.path == "models.m.builder"
+    assert expected in str(err.value)
+
+
+def test_builder_must_return_a_model(tmp_path, monkeypatch):
+    (tmp_path / "notamodel.py").write_text(
+        "class M:\n    parameters = None\n    def sample(self, v, rng): pass\n\n"
+        "def build(options, rng=None):\n    return M()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SpecError) as err:
+        StudySpec.from_text(STUDY.format(builder="notamodel:build"))
+    assert "returned a M without nll, parameters" in str(err.value)
+
+
+def test_entry_point_builder(on_path, tmp_path, monkeypatch):
+    """An installed package's entry point (a .dist-info on sys.path, as pip writes it)."""
+    dist = tmp_path / "expgauss_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: expgauss-plugin\n"
+                                   "Version: 1.0\n")
+    (dist / "entry_points.txt").write_text("[toyengine.models]\nexpgauss = expgauss:build\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from expgauss import build
+
+    assert get_builder("expgauss") is build
+    assert plugin_module("expgauss") == "expgauss"
+    spec = StudySpec.from_text(STUDY.format(builder="expgauss"))
+    assert np.all(run_chunk(spec, Chunk(0, 0, 0, 2)).arrays["status"] == 1)
+
+
+def test_plugin_is_normalised_and_samples_its_pdf(on_path):
+    """The checks docs/models.md asks of a new model."""
+    from expgauss import build
+
+    model = build({"range": [5180.0, 5380.0]})
+    v = model.parameters.values
+    total = v[0] + v[3]
+    integral, _ = integrate.quad(lambda x: model.density(np.array([x]), v)[0], 5180, 5380,
+                                 points=[5280.0], limit=200)
+    assert abs(integral / total - 1) < 1e-9
+    rng = np.random.default_rng(5)
+    big = v.copy()
+    big[0], big[3] = 40000.0, 60000.0  # sample() takes any full parameter vector
+    data = model.sample(big, rng)
+    # Poisson count: |n - 1e5| < 4 sqrt(1e5)
+    assert abs(len(data) - 1e5) < 4 * np.sqrt(1e5)
+    assert data.min() >= 5180 and data.max() <= 5380
+    edges = np.linspace(5180, 5380, 81)
+    expected = np.array([integrate.quad(lambda x: model.density(np.array([x]), big)[0], a, b)[0]
+                         for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    observed, _ = np.histogram(data, edges)
+    expected *= len(data) / expected.sum()
+    chi2 = float(np.sum((observed - expected) ** 2 / expected))
+    # 79 degrees of freedom: p > 1e-3 for a correct generator with this fixed seed
+    assert stats.chi2.sf(chi2, 79) > 1e-3, chi2
+
+
+def test_plugin_on_local_cluster(on_path, tmp_path):
+    from toyengine.runner import run_study
+    from toyengine.store import open_results
+
+    spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))
+    report = run_study(spec, tmp_path / "s.zarr", workers=1, chunk_size=3, progress=None)
+    assert report.complete, report.errors
+    ds = open_results(tmp_path / "s.zarr")
+    local = run_chunk(spec, Chunk(0, 0, 0, 6)).arrays
+    np.testing.assert_array_equal(ds["value"].values[0], local["value"])
+
+
+# --- a hand-started scheduler, workers in other directories -----------------------------
+def _env(pythonpath: list[Path]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+@contextlib.contextmanager
+def _processes() -> Iterator[list[subprocess.Popen]]:
+    procs: list[subprocess.Popen] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:  # only what this test started
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+def _wait_workers(address: str, n: int) -> None:
+    from distributed import Client
+
+    with Client(address, timeout="30s", set_as_default=False) as c:
+        c.wait_for_workers(n, timeout=60)
+
+
+def test_plugin_on_hand_started_scheduler(tmp_path):
+    dask = str(Path(sys.executable).parent / "dask")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    shutil.copy(PLUGINS / "expgauss.py", good / "expgauss.py")
+    study = tmp_path / "plugin.yaml"
+    study.write_text(STUDY.format(builder="expgauss:build"))
+    sched_file = tmp_path / "scheduler.json"
+    client_env = _env([ROOT, PLUGINS])
+    with _processes() as procs:
+        procs.append(subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", str(sched_file)], cwd=tmp_path, env=_env([ROOT]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        import json
+
+        address = json.loads(sched_file.read_text())["address"]
+        worker = [dask, "worker", address, "--nthreads", "1", "--nworkers", "1",
+                  "--no-dashboard", "--host", "127.0.0.1"]
+        # the module is importable from the good worker's directory only
+        procs.append(subprocess.Popen(worker, cwd=good, env=_env([ROOT, good]),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_workers(address, 1)
+        cmd = [sys.executable, "-m", "toyengine.cli", "run", str(study), "--scheduler", address,
+               "--chunk-size", "3", "--quiet"]
+        r = subprocess.run([*cmd, "--store", str(tmp_path / "ok.zarr")], capture_output=True,
+                           text=True, timeout=180, env=client_env)
+        assert r.returncode == 0, r.stderr
+
+        procs.append(subprocess.Popen(worker, cwd=bad, env=_env([ROOT]),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        _wait_workers(address, 2)
+        r = subprocess.run([*cmd, "--store", str(tmp_path / "bad.zarr")], capture_output=True,
+                           text=True, timeout=180, env=client_env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert re.match(r"toyengine: worker tcp://127\.0\.0\.1:\d+ cannot import expgauss "
+                    r"\(ModuleNotFoundError", lines[0]), lines[0]
+    assert not (tmp_path / "bad.zarr").exists()  # failed before any toy

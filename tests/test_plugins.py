@@ -5,6 +5,7 @@ lack the module (issue 18). The plug-in is the worked example of ``docs/models.m
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import shutil
@@ -120,7 +121,7 @@ def test_plugin_is_normalised_and_samples_its_pdf(on_path):
     assert data.min() >= 5180 and data.max() <= 5380
     edges = np.linspace(5180, 5380, 81)
     expected = np.array([integrate.quad(lambda x: model.density(np.array([x]), big)[0], a, b)[0]
-                         for a, b in zip(edges[:-1], edges[1:], strict=True)])
+                         for a, b in itertools.pairwise(edges)])
     observed, _ = np.histogram(data, edges)
     expected *= len(data) / expected.sum()
     chi2 = float(np.sum((observed - expected) ** 2 / expected))

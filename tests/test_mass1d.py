@@ -199,3 +199,13 @@ def test_option_error_is_a_model_error_with_a_path():
                       "components": [{"name": "c", "shape": "bernstein", "yield": "n",
                                       "options": {"order": 11}}]})
     assert err.value.path == "components[0].options.order"
+
+
+def test_study_format_lists_every_builder_option():
+    from toyengine.dalitz.zc4100 import DEFAULTS as ZC
+    from toyengine.models.mass1d import OPTIONS
+    from toyengine.models.tcc import DEFAULTS as TCC
+
+    text = (ROOT / "docs/study-format.md").read_text()
+    for name in (*TCC, *ZC, *OPTIONS):
+        assert f"`{name}`" in text, name

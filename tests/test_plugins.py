@@ -212,9 +212,18 @@ def test_plugin_on_hand_started_scheduler(tmp_path):
         _wait_workers(address, 2)
         r = subprocess.run([*cmd, "--store", str(tmp_path / "bad.zarr")], capture_output=True,
                            text=True, timeout=180, env=client_env)
-    assert r.returncode == 2
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert re.match(r"toyengine: worker tcp://127\.0\.0\.1:\d+ cannot import expgauss "
-                    r"\(ModuleNotFoundError", lines[0]), lines[0]
-    assert not (tmp_path / "bad.zarr").exists()  # failed before any toy
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2
+        assert len(lines) == 1, r.stderr
+        assert re.match(r"toyengine: worker tcp://127\.0\.0\.1:\d+ cannot import expgauss "
+                        r"\(ModuleNotFoundError", lines[0]), lines[0]
+        assert not (tmp_path / "bad.zarr").exists()  # failed before any toy
+
+        # the cluster/README.md remedy for a single module: upload it to the scheduler
+        from distributed import Client
+
+        with Client(address, timeout="30s", set_as_default=False) as c:
+            c.upload_file(str(PLUGINS / "expgauss.py"))
+        r = subprocess.run([*cmd, "--store", str(tmp_path / "fixed.zarr")],
+                           capture_output=True, text=True, timeout=180, env=client_env)
+        assert r.returncode == 0, r.stderr

@@ -209,3 +209,29 @@ def test_study_format_lists_every_builder_option():
     text = (ROOT / "docs/study-format.md").read_text()
     for name in (*TCC, *ZC, *OPTIONS):
         assert f"`{name}`" in text, name
+
+
+def test_unitarised_profile_declared_with_mass1d_matches_tcc():
+    """The unitarised signal of Nature Communications 13 (2022) 3351 through mass1d: the same
+    -ln L as ``tcc`` with ``signal: unitarised`` on a toy of the latter."""
+    hand = build_tcc({"signal": "unitarised"})
+    decl = build_mass1d({
+        "observable": {"name": "delta_m", "unit": "MeV", "range": [-4.0, 11.0]},
+        "grid_step": 0.01,
+        "resolution": {"kind": "double_gaussian", "sigma1": 0.27615, "sigma2": 0.66634995,
+                       "frac": 0.778},
+        "parameters": {"n_sig": {"value": 186, "limits": [-1000, 1e6]},
+                       "delta_m_u": {"value": -0.359, "limits": [-3, 3], "step": 0.05},
+                       "n_bkg": {"value": 700, "limits": [0, 1e7]}},
+        "components": [
+            {"name": "signal", "shape": "unitarised", "yield": "n_sig",
+             "params": {"mass": "delta_m_u"}},
+            {"name": "background", "shape": "phase_space", "yield": "n_bkg",
+             "params": {"phi": ["bkg_phi1", "bkg_phi2"]},
+             "options": {"order": 2, "masses": ["D*+", "D0"], "offset": ["D*+", "D0"]}}]})
+    assert decl.parameters.names == hand.parameters.names
+    data = hand.sample(None, np.random.default_rng(3))
+    x = hand.parameters.values
+    for shift in (0.0, 0.05):
+        xs = x + shift
+        assert abs(decl.nll(data)(xs) - hand.nll(data)(xs)) <= 1e-9

@@ -35,7 +35,8 @@ class OptionError(ModelError):
         self.path = path
         self.value = value
         self.expected = expected
-        super().__init__(f"options.{path}: got {value!r}; expected {expected}")
+        where = f"options.{path}" if path else "options"
+        super().__init__(f"{where}: got {value!r}; expected {expected}")
 
 
 class SpecError(ToyEngineError, ValueError):

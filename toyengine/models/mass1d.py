@@ -275,14 +275,16 @@ def _number(v: Any, path: str, what: str = "a number") -> float:
 
 
 def _mapping(v: Any, path: str, keys: Sequence[str], required: Sequence[str] = ()) -> dict:
+    """``v`` as a dict with only ``keys`` and all of ``required`` (``path`` "" = the options)."""
     if not isinstance(v, Mapping):
         raise OptionError(path, v, f"a mapping with keys {list(keys)}")
+    prefix = f"{path}." if path else ""
     for k in v:
         if k not in keys:
-            raise OptionError(f"{path}.{k}", v[k], f"no such key; allowed keys: {list(keys)}")
+            raise OptionError(f"{prefix}{k}", v[k], f"no such key; allowed keys: {list(keys)}")
     for k in required:
         if k not in v:
-            raise OptionError(f"{path}.{k}", None, "a required key (missing)")
+            raise OptionError(f"{prefix}{k}", None, "a required key (missing)")
     return dict(v)
 
 
@@ -413,7 +415,7 @@ def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = N
         An option is invalid; ``path`` names it inside ``options``.
     """
     del rng
-    opts = _mapping(options, "(options)", list(OPTIONS),
+    opts = _mapping(options, "", list(OPTIONS),
                     [k for k, (req, _) in OPTIONS.items() if req])
     ob = _mapping(opts["observable"], "observable", ("name", "range", "unit"), ("name", "range"))
     rng_ = ob["range"]

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toyengine.runner import run_study
-from toyengine.spec import load_spec
+from toyengine.run.runner import run_study
 from toyengine.store import StoreInfo, open_results
+from toyengine.study.spec import load_spec
 from toyengine.summary import pull_summary
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from toyengine.core.resolution import apollonios_density, novosibirsk_density
 from toyengine.errors import OptionError, SpecError
 from toyengine.models.mass1d import SHAPES, build_mass1d
 from toyengine.models.tcc import build_tcc
-from toyengine.recipe import Chunk, param_axis, run_chunk
-from toyengine.resolution import apollonios_density, novosibirsk_density
-from toyengine.spec import StudySpec, load_spec
+from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.spec import StudySpec, load_spec
 
 ROOT = Path(__file__).parent.parent
 LO, HI = -10.0, 14.0
@@ -110,7 +110,7 @@ def test_tcc_declared_with_mass1d_gives_the_tcc_builders_fits():
     assert decl.seed == hand.seed
     m_decl = decl.models["nominal"]["builder"]
     assert m_decl == "mass1d"
-    from toyengine.recipe import build_model
+    from toyengine.study.spec import build_model
 
     a = build_model(decl, decl.variants[0], "nominal")
     b = build_tcc({})
@@ -202,9 +202,9 @@ def test_option_error_is_a_model_error_with_a_path():
 
 
 def test_study_format_lists_every_builder_option():
-    from toyengine.dalitz.zc4100 import DEFAULTS as ZC
     from toyengine.models.mass1d import OPTIONS
     from toyengine.models.tcc import DEFAULTS as TCC
+    from toyengine.models.zc4100 import DEFAULTS as ZC
 
     text = (ROOT / "docs/study-format.md").read_text()
     for name in (*TCC, *ZC, *OPTIONS):

@@ -21,8 +21,8 @@ from scipy import integrate, stats
 
 from toyengine.errors import SpecError
 from toyengine.models import get_builder, plugin_module
-from toyengine.recipe import Chunk, run_chunk
-from toyengine.spec import StudySpec
+from toyengine.study.recipe import Chunk, run_chunk
+from toyengine.study.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "studies" / "examples" / "plugins"
@@ -130,7 +130,7 @@ def test_plugin_is_normalised_and_samples_its_pdf(on_path):
 
 
 def test_plugin_on_local_cluster(on_path, tmp_path):
-    from toyengine.runner import run_study
+    from toyengine.run.runner import run_study
     from toyengine.store import open_results
 
     spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))

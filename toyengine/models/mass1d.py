@@ -1,11 +1,11 @@
 """``mass1d``: a 1-D extended mixture model declared in the study file.
 
 The builder composes :class:`toyengine.core.model1d.Model1D` from the core's shapes
-(:mod:`toyengine.shapes`, the offset densities of :mod:`toyengine.resolution`, the unitarised
-profile of :mod:`toyengine.unitarised`); it re-implements none of them. Everything a user may
-write is declared once, in :data:`OPTIONS` (the top-level options) and :data:`SHAPES` (every
-shape, its parameters with units and its options); the validation, the documentation
-(``docs/models.md``) and its test read those tables.
+(:mod:`toyengine.core.shapes`, the offset densities of :mod:`toyengine.core.resolution`, the
+unitarised profile of :mod:`toyengine.core.unitarised`); it re-implements none of them.
+Everything a user may write is declared once, in :data:`OPTIONS` (the top-level options)
+and :data:`SHAPES` (every shape, its parameters with units and its options); the
+validation, the documentation (``docs/models.md``) and its test read those tables.
 
 Example (a Gaussian peak on an exponential background)::
 
@@ -37,8 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError, OptionError
-from .options import BuilderOptions, Field, FiniteFloat
 from ..core.kinematics import MASSES_PDG2020
 from ..core.model1d import Component, Model1D, Observable
 from ..core.params import Constraint, Parameter, ParameterSet
@@ -57,8 +55,11 @@ from ..core.resolution import (
     student_t_density,
 )
 from ..core.shapes import Chebyshev, Exponential, PeakShape, PhaseSpacePolynomial, RelativisticBW
+from ..errors import ModelError, OptionError
+from .options import BuilderOptions, Field, FiniteFloat
 
-__all__ = ["OPTIONS", "PARAMETER_KEYS", "SHAPES", "Mass1dOptions", "ShapeDecl", "ShapeParam", "build_mass1d"]
+__all__ = ["OPTIONS", "PARAMETER_KEYS", "SHAPES", "Mass1dOptions", "ShapeDecl", "ShapeParam",
+           "build_mass1d"]
 
 #: top-level options of ``mass1d`` -> (required, meaning)
 OPTIONS: dict[str, tuple[bool, str]] = {

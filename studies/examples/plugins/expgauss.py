@@ -5,7 +5,7 @@ Study file: ``builder: expgauss:build`` (this directory importable on the client
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from toyengine.params import Parameter, ParameterSet
+from toyengine.core.params import Parameter, ParameterSet
 
 
 class ExpGauss:

@@ -201,13 +201,17 @@ def test_option_error_is_a_model_error_with_a_path():
     assert err.value.path == "components[0].options.order"
 
 
-def test_study_format_lists_every_builder_option():
-    from toyengine.models.mass1d import OPTIONS
-    from toyengine.models.tcc import DEFAULTS as TCC
-    from toyengine.models.zc4100 import DEFAULTS as ZC
+def test_option_declaration_matches_the_builder_and_the_docs():
+    """``Mass1dOptions`` (validator, schema, generated option table) declares exactly the
+    options ``build_mass1d`` reads, with the same required ones, and the docs list them."""
+    from toyengine.models.mass1d import OPTIONS, Mass1dOptions
 
+    fields = Mass1dOptions.model_fields
+    assert list(fields) == list(OPTIONS)
+    assert {n for n, f in fields.items() if f.is_required()} == {
+        n for n, (required, _) in OPTIONS.items() if required}
     text = (ROOT / "docs/study-format.md").read_text()
-    for name in (*TCC, *ZC, *OPTIONS):
+    for name in OPTIONS:
         assert f"`{name}`" in text, name
 
 

@@ -104,3 +104,17 @@ def test_docs_option_tables_are_generated_from_the_declarations():
     begin = doc.index("-->\n", doc.index("BEGIN GENERATED OPTIONS")) + 4
     end = doc.index("<!-- END GENERATED OPTIONS")
     assert doc[begin:end] == options_markdown(), "run: toyengine schema --markdown"
+
+
+def test_schema_builder_accepts_registered_and_plugin_names_only():
+    """``builder`` is a registered name or ``package.module:function`` (plug-ins); a name
+    that is neither is refused by the schema as by the validator."""
+    import yaml
+
+    validator = jsonschema.Draft202012Validator(study_json_schema())
+    doc = yaml.safe_load(GOOD)
+    for name, ok in (("mass1d", True), ("tcc", True), ("mypkg.models:build", True),
+                     ("expgauss:build", True), ("tcc2", False),
+                     ("mypkg.models", False), ("mypkg:build model", False)):
+        doc["models"]["nominal"] = {"builder": name}
+        assert (not list(validator.iter_errors(doc))) is ok, name

@@ -33,14 +33,14 @@ MACHINE_FIELDS = ("fit_time",)
 VOLATILE_ATTRS = ("toyengine_version", "chunk_size")
 #: toys per variant of the small studies, by study folder (kinds that refit one data set
 #: keep their 1); Dalitz fits cost seconds each
-TOYS = {"tcc": 4, "zc4100": 2}
+TOYS = {"tcc": 4, "zc4100": 2, "examples": 4}
 #: multi-start fits keep at most this many starts (still more than one: the start streams
 #: are part of what must reproduce)
 MAX_STARTS = 2
 #: chunk size of the reference run (the test also runs other sizes)
 CHUNK_SIZE = 2
 #: at most this many listed variants (first ones, plus the last: often a special case)
-MAX_VARIANTS = {"tcc": 4, "zc4100": 3}
+MAX_VARIANTS = {"tcc": 4, "zc4100": 3, "examples": 4}
 #: random variants (``count``) are cut to two draws, or to one when the study lists several
 MAX_COUNT = 2
 

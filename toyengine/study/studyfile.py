@@ -49,6 +49,10 @@ NOT_IN_SCHEMA = (
     "`poi` and `parameters` names exist in the built models",
     "the `data` file exists and holds finite, non-object arrays of matching shapes",
     "option checks that involve several options (e.g. range / grid_step)",
+    "the `mass1d` builder's checks inside `observable`, `parameters`, `components` and "
+    "`resolution` (shapes, their parameters and options; docs/models.md)",
+    "options of plug-in builders (`package.module:function`, entry points), also in variant "
+    "patches",
 )
 
 #: a plug-in builder ``package.module:function`` (JSON Schema pattern)
@@ -182,11 +186,18 @@ def study_json_schema() -> dict[str, Any]:
                          "then": {"properties": {"options": {"anyOf": [
                              {"$ref": f"#/$defs/{title}"}, {"type": "null"}]}}}})
     entry["allOf"] = branches
-    # a variant's option patch is partial and is merged into the base options, so it is
-    # checked (after the merge) against its model's builder, which may be a plug-in with
-    # options of its own; here: a mapping
+    # a variant's option patch is merged into the base options, so it is checked (after the
+    # merge) against its model's builder; here: it must fit one of the registered builders,
+    # every option optional (a patch is partial). Patches of plug-in models are not covered.
+    patches = []
+    for _, b in sorted(BUILDERS.items()):
+        title = f"{b.options.__name__}Patch"
+        partial = {k: v for k, v in defs[b.options.__name__].items() if k != "required"}
+        partial["title"] = title
+        defs[title] = partial
+        patches.append({"$ref": f"#/$defs/{title}"})
     defs["ModelPatch"]["properties"]["options"] = {
-        "type": ["object", "null"], "description": "builder options to change"}
+        "anyOf": [*patches, {"type": "null"}], "description": "builder options to change"}
     return schema
 
 

@@ -93,3 +93,8 @@ class ToyEngineWarning(RuntimeWarning):
 
 class FitFailureWarning(ToyEngineWarning):
     """A fit did not converge; it is recorded with ``valid=False``."""
+
+
+class DegenerateVariantWarning(ToyEngineWarning):
+    """A variant's generator density equals the nominal's or another variant's: its
+    systematic shift is zero by construction (the study is probably mis-specified)."""

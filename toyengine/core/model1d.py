@@ -33,6 +33,7 @@ import scipy.fft
 from ..errors import ModelError
 from .params import ParameterSet
 from .resolution import Resolution
+from .streams import DataStreams, as_streams
 
 __all__ = [
     "Component",
@@ -41,6 +42,7 @@ __all__ = [
     "Observable",
     "Shape",
     "UnbinnedNLL",
+    "inverse_cdf_piecewise_linear",
     "sample_piecewise_linear",
 ]
 
@@ -321,13 +323,21 @@ class Model1D:
         return np.interp(np.asarray(obs, dtype=float), self.grid, self.component_grid(i, x))
 
     # --- ToyModel protocol ----------------------------------------------------------------
-    def sample(self, values: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
-        """One toy: Poisson yields, each component sampled exactly from its density."""
+    def sample(self, values: np.ndarray | None,
+               rng: np.random.Generator | DataStreams) -> np.ndarray:
+        """One toy: per component a Poisson count by inverse CDF of its count uniform, then
+        events by the exact inverse CDF of its density, one uniform per event from the
+        component's prefix-stable stream (:mod:`toyengine.core.streams`). Two models sampled
+        with the same streams give data sets that differ only where their densities
+        differ."""
+        streams = as_streams(rng)
         x = self.parameters.values if values is None else np.asarray(values, dtype=float)
         parts = []
         for i, n in enumerate(x[self._yield_idx]):
-            k = int(rng.poisson(max(float(n), 0.0)))
-            parts.append(sample_piecewise_linear(self.grid, self.component_grid(i, x), k, rng))
+            name = self.components[i].name
+            k = streams.count(name, float(n))
+            u = streams.events(name).random(k)
+            parts.append(inverse_cdf_piecewise_linear(self.grid, self.component_grid(i, x), u))
         return np.concatenate(parts)
 
     def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> UnbinnedNLL:
@@ -558,13 +568,24 @@ def _trapz_rows(g: np.ndarray, h: float) -> np.ndarray:
 
 def sample_piecewise_linear(grid: np.ndarray, dens: np.ndarray, n: int,
                             rng: np.random.Generator) -> np.ndarray:
-    """Exact samples from the piecewise-linear density through ``(grid, dens)``.
+    """``n`` exact samples from the piecewise-linear density through ``(grid, dens)``
+    (:func:`inverse_cdf_piecewise_linear` of ``rng.random(n)``)."""
+    return inverse_cdf_piecewise_linear(grid, dens, rng.random(n))
 
-    A cell is chosen with probability equal to its trapezoid area; inside the cell of
-    densities ``a`` (left) and ``b`` (right) the inverse CDF of ``a + (b - a) t`` is
-    ``t = u (a + b) / (a + sqrt(a^2 + (b^2 - a^2) u))`` (the cancellation-free root).
+
+def inverse_cdf_piecewise_linear(grid: np.ndarray, dens: np.ndarray,
+                                 u: np.ndarray) -> np.ndarray:
+    """The inverse CDF of the piecewise-linear density through ``(grid, dens)`` at ``u``.
+
+    ``u * total`` picks the cell whose cumulative trapezoid area covers it; the remainder
+    ``w`` in ``[0, 1)`` of that cell's area is inverted exactly: inside a cell of densities
+    ``a`` (left) and ``b`` (right) the CDF of ``a + (b - a) t`` is ``w`` at
+    ``t = w (a + b) / (a + sqrt(a^2 + (b^2 - a^2) w))`` (the cancellation-free root). The
+    map is monotone in ``u``, so uniform ``u`` gives exact samples and common ``u`` couple
+    two densities by their quantiles.
     """
-    if n == 0:
+    u = np.asarray(u, dtype=float)
+    if u.size == 0:
         return np.empty(0)
     dens = np.maximum(np.asarray(dens, dtype=float), 0.0)
     a_all, b_all = dens[:-1], dens[1:]
@@ -573,11 +594,13 @@ def sample_piecewise_linear(grid: np.ndarray, dens: np.ndarray, n: int,
     if not (cdf[-1] > 0 and math.isfinite(cdf[-1])):
         msg = "cannot sample a density that is zero or not finite everywhere"
         raise ModelError(msg)
-    u1 = rng.random(n)
-    u2 = rng.random(n)
-    cell = np.minimum(np.searchsorted(cdf, u1 * cdf[-1], side="right"), len(area) - 1)
-    a, b = a_all[cell], b_all[cell]
-    den = a + np.sqrt(a * a + (b * b - a * a) * u2)
+    target = u * cdf[-1]
+    cell = np.minimum(np.searchsorted(cdf, target, side="right"), len(area) - 1)
+    below = np.where(cell > 0, cdf[cell - 1], 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        t = np.where(den > 0, u2 * (a + b) / den, u2)
+        w = np.clip(np.where(area[cell] > 0, (target - below) / area[cell], 0.5), 0.0, 1.0)
+    a, b = a_all[cell], b_all[cell]
+    den = a + np.sqrt(a * a + (b * b - a * a) * w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(den > 0, w * (a + b) / den, w)
     return grid[cell] + t * (grid[cell + 1] - grid[cell])

@@ -25,6 +25,7 @@ import zarr
 from ..errors import ClusterError, Interrupted, StoreError, ToyEngineError
 from ..store import StoreInfo, create_store, extend_store, write_chunk
 from ..study.recipe import Chunk, param_axis, run_chunk
+from ..study.reference import check_degenerate, generator_model
 from ..study.spec import StudySpec, build_model
 from .preflight import (
     CONNECT_TIMEOUT,
@@ -115,7 +116,7 @@ def _fmt_seconds(s: float) -> str:
 def _truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     truth = np.full((len(spec.variants), len(params)), np.nan)
     for v in spec.variants:
-        gen = build_model(spec, v, v.generate)
+        gen = generator_model(spec, v)
         for n, val in zip(gen.parameters.names, gen.parameters.values, strict=True):
             truth[v.index, params.index(n)] = val
         if hasattr(gen, "derived"):  # e.g. the generated fit fractions
@@ -281,6 +282,7 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
         scheduler = parse_scheduler_address(scheduler, "" if security is not None else None)
     check_store_path(store)
     params = param_axis(spec)
+    degenerate = check_degenerate(spec)  # warns, naming both variants, before any task
     existing = store.exists()
     if existing:
         info = StoreInfo(store)
@@ -319,7 +321,7 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
                 chunk_size = min(spec.toys, auto_chunk_size(
                     t_toy, spec.toys * len(spec.variants), n_workers))
             truth, reference = _truth_and_reference(spec, params)
-            create_store(store, spec, params, truth, reference, chunk_size)
+            create_store(store, spec, params, truth, reference, chunk_size, degenerate)
             info = StoreInfo(store)
         chunks = info.chunks()
         done = info.done()

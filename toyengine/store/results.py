@@ -9,6 +9,7 @@ values again. Plain ``xarray.open_zarr(path)`` reads it; no pickled or object da
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from collections.abc import Sequence
@@ -74,8 +75,10 @@ def _encoding(ds: xr.Dataset, chunk_size: int) -> dict[str, dict]:
 
 
 def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth: np.ndarray,
-                 reference: np.ndarray, chunk_size: int) -> list[Chunk]:
-    """Create an empty store for ``spec``; returns its chunks. Refuses to overwrite."""
+                 reference: np.ndarray, chunk_size: int,
+                 degenerate: Sequence[tuple[str, str]] = ()) -> list[Chunk]:
+    """Create an empty store for ``spec``; returns its chunks. Refuses to overwrite.
+    ``degenerate``: (variant, same-density variant) pairs, recorded as an attribute."""
     path = Path(path)
     if path.exists():
         msg = f"store {path} already exists"
@@ -106,6 +109,10 @@ def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth
         "study_yaml": spec.text,
         "spec_digest": spec.digest,
         "root_seed": int(spec.seed),
+        "paired": int(spec.paired),
+        "reference_fit": (f"Asimov data set of variant {spec.variants[0].name!r}'s generator"
+                          if spec.reference_fit else ""),
+        "degenerate_variants": json.dumps([list(p) for p in degenerate]),
         "chunk_size": int(chunk_size),
         "h0": str(test.get("h0", "")),
         "h1": str(test.get("h1", "")),

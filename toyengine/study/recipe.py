@@ -10,11 +10,12 @@ and ``gof_statistic(data, values)`` (recorded in ``gof`` for kind ``goodness_of_
         for toy t in chunk:              data = generate(models_v.generator, seed(v, t))
             for hypothesis h:            fit(models_v[h], data)
 
-Seeds (ARCHITECTURE.md): toy ``(v, t)`` draws everything from
-``SeedSequence(root_seed, spawn_key=(v, t))`` — its first child generates the data, the
-others seed the multi-start of each hypothesis' fit; a random variant ``v`` builds its models
-with ``SeedSequence(root_seed, spawn_key=(v,))``. Nothing depends on chunking, worker count,
-order, retries or resumes.
+Seeds (:mod:`toyengine.study.seeds` documents the key scheme): the data of toy ``t`` come from
+streams keyed by ``(root_seed, t, component)`` — the same for every variant, so variants are
+paired (common random numbers) — or, with ``paired: false``, by ``(root_seed, v, t,
+component)``; the multi-start points of hypothesis ``h`` from ``(root_seed, t, h)`` (plus
+``v`` unpaired); a random variant ``v`` builds its models from ``(root_seed, v)``. Nothing
+depends on chunking, worker count, order, retries or resumes.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import numpy as np
 
 from ..core.fit import STATUS_EXCEPTION, fit
 from ..errors import FitFailureWarning
-from .seeds import toy_seed
+from .reference import generator_model
+from .seeds import data_streams, fit_rng
 from .spec import StudySpec, build_model, load_fixed_data
 
 __all__ = ["Chunk", "ChunkResult", "param_axis", "run_chunk"]
@@ -101,7 +103,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
     pindex = {n: i for i, n in enumerate(params)}
     v = spec.variants[chunk.variant]
     hyps = [build_model(spec, v, h) for h in spec.hypotheses]
-    gen = build_model(spec, v, v.generate)
+    gen = generator_model(spec, v)
     fixed = load_fixed_data(spec, gen)
     n, nh, npar = chunk.size, len(hyps), len(params)
     a = {
@@ -119,11 +121,10 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
         "n_events": np.full(n, -1, dtype=np.int64),
     }
     for i, t in enumerate(range(chunk.start, chunk.stop)):
-        ss = toy_seed(spec.seed, v.index, t)
-        children = ss.spawn(1 + nh)
+        vkey = None if spec.paired else v.index
         try:
-            data = fixed if fixed is not None else gen.sample(gen.parameters.values,
-                                                             np.random.default_rng(children[0]))
+            data = fixed if fixed is not None else gen.sample(
+                gen.parameters.values, data_streams(spec.seed, t, vkey))
         except Exception as exc:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)
@@ -134,7 +135,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             try:
                 nll = model.nll(data)
                 res = fit(nll, model.parameters, starts=spec.fit["starts"],
-                          rng=np.random.default_rng(children[1 + h]),
+                          rng=fit_rng(spec.seed, t, h, vkey),
                           minos=spec.fit["minos"], strategy=spec.fit["strategy"],
                           hesse=spec.fit["hesse"])
             except Exception as exc:

@@ -1,21 +1,65 @@
-"""Random streams of a study, keyed by the root seed (ARCHITECTURE.md, "Seeds").
+"""Random streams of a study: one documented key scheme, derived from the root seed.
 
-Toy ``(v, t)`` draws everything from ``SeedSequence(root_seed, spawn_key=(v, t))``; a random
-variant ``v`` builds its models with ``SeedSequence(root_seed, spawn_key=(v,))``.
+Every random number a study uses comes from ``numpy.random.SeedSequence(root_seed,
+spawn_key=(DOMAIN, *key))`` — a pure function of the root seed and the key, so nothing
+depends on chunking, worker count, scheduling order, retries or resumes (ARCHITECTURE.md,
+"Seeds").
+
+Key scheme (the first spawn-key word is the domain; add new domains at the end):
+
+===================  ========================================  ==================================
+domain               key                                       used for
+===================  ========================================  ==================================
+``DATA`` = 1         ``(toy, component_id, slot)``              generated data, **paired** studies
+``DATA_UNPAIRED``=2  ``(variant, toy, component_id, slot)``     generated data, ``paired: false``
+``MODEL`` = 3        ``(variant,)``                             random variants' model building
+``FIT`` = 4          ``(toy, hypothesis)`` (+ variant unpaired) multi-start points of a fit
+===================  ========================================  ==================================
+
+``component_id`` and ``slot`` (0: the component's Poisson count, 1: its per-event draws) are
+added by :class:`toyengine.core.streams.DataStreams`. Paired data streams do not depend on
+the variant: toy *t* of every variant draws the same uniforms, so two variants' data sets
+differ only where their models differ (common random numbers; a systematic shift is then the
+mean of per-toy differences, with a much smaller spread than the difference of two
+independent ensembles).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["toy_seed", "variant_rng"]
+from ..core.streams import DataStreams
+
+__all__ = ["DATA", "DATA_UNPAIRED", "FIT", "MODEL", "data_streams", "fit_rng", "model_rng",
+           "seed_sequence"]
+
+DATA = 1
+DATA_UNPAIRED = 2
+MODEL = 3
+FIT = 4
 
 
-def toy_seed(root_seed: int, variant: int, toy: int) -> np.random.SeedSequence:
-    """The seed sequence of toy ``(variant, toy)``."""
-    return np.random.SeedSequence(root_seed, spawn_key=(variant, toy))
+def seed_sequence(root_seed: int, domain: int, *key: int) -> np.random.SeedSequence:
+    """``SeedSequence(root_seed, spawn_key=(domain, *key))``."""
+    return np.random.SeedSequence(int(root_seed), spawn_key=(int(domain), *map(int, key)))
 
 
-def variant_rng(root_seed: int, variant: int) -> np.random.Generator:
-    """The generator a random variant builds its models with."""
-    return np.random.default_rng(np.random.SeedSequence(root_seed, spawn_key=(variant,)))
+def data_streams(root_seed: int, toy: int, variant: int | None = None) -> DataStreams:
+    """Data streams of ``toy``: paired (same for every variant) unless ``variant`` is given."""
+    if variant is None:
+        return DataStreams(root_seed, (DATA, toy))
+    return DataStreams(root_seed, (DATA_UNPAIRED, variant, toy))
+
+
+def model_rng(root_seed: int, variant: int) -> np.random.Generator:
+    """The generator a random variant (template smearing, parameter draws) builds its models
+    with."""
+    return np.random.default_rng(seed_sequence(root_seed, MODEL, variant))
+
+
+def fit_rng(root_seed: int, toy: int, hypothesis: int,
+            variant: int | None = None) -> np.random.Generator:
+    """The generator of the multi-start points of ``hypothesis``'s fit to ``toy`` (paired:
+    the same for every variant, unless ``variant`` is given)."""
+    key = (toy, hypothesis) if variant is None else (toy, hypothesis, variant)
+    return np.random.default_rng(seed_sequence(root_seed, FIT, *key))

@@ -24,7 +24,7 @@ from ..errors import ModelError, OptionError, SpecError
 from ..models import BUILDERS, check_model, get_builder
 from ..models.options import OptionsError, describe_validation_error, format_path
 from .safeyaml import load_yaml
-from .seeds import variant_rng
+from .seeds import model_rng
 from .studyfile import KINDS, MAX_SEED, MAX_TOYS, MAX_VARIANTS, StudyFile
 
 __all__ = ["KINDS", "StudySpec", "Variant", "build_model", "load_fixed_data", "load_spec"]
@@ -75,6 +75,10 @@ class StudySpec:
     text: str
     base_dir: str
     description: str = ""
+    #: common random numbers across variants (default); False: independent ensembles
+    paired: bool = True
+    #: fit each alternative generator to the nominal model's Asimov data set first
+    reference_fit: bool = False
 
     @property
     def digest(self) -> str:
@@ -84,7 +88,8 @@ class StudySpec:
             "kind": self.kind, "seed": self.seed, "models": self.models,
             "generate": self.generate, "hypotheses": self.hypotheses,
             "variants": [v.__dict__ for v in self.variants], "fit": self.fit,
-            "test": self.test, "data": self.data,
+            "test": self.test, "data": self.data, "paired": self.paired,
+            "reference_fit": self.reference_fit,
         }
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()
@@ -124,7 +129,7 @@ def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
     if key in _MODEL_CACHE:
         return _MODEL_CACHE[key]
     cfg = spec.model_config(variant, name)
-    rng = variant_rng(spec.seed, variant.index) if variant.random else None
+    rng = model_rng(spec.seed, variant.index) if variant.random else None
     model = check_model(get_builder(cfg["builder"])(cfg.get("options") or {}, rng),
                         cfg["builder"])
     overrides = cfg.get("parameters")
@@ -239,7 +244,10 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
     spec = StudySpec(name=f.name, kind=f.kind, seed=f.seed, toys=f.toys, models=models,
                      generate=f.generate, hypotheses=tuple(hyps), variants=variants, fit=fit,
                      test=test, poi=tuple(poi), data=data, chunk_size=chunk_size,
-                     text=text, base_dir=base_dir, description=f.description)
+                     text=text, base_dir=base_dir, description=f.description,
+                     paired=f.paired,
+                     reference_fit=(f.kind == "model_variation" if f.reference_fit is None
+                                    else f.reference_fit))
     _validate_by_building(spec, source)
     return spec
 
@@ -315,7 +323,7 @@ def _built(spec: StudySpec, v: Variant, mname: str) -> tuple[Any, tuple[str, ...
     key = json.dumps([cfg["builder"], cfg.get("options"), rng_key], sort_keys=True)
     if key in _BUILT:
         return (*_BUILT[key], None)
-    rng = variant_rng(spec.seed, v.index) if v.random else None
+    rng = model_rng(spec.seed, v.index) if v.random else None
     model = check_model(get_builder(cfg["builder"])(cfg.get("options") or {}, rng),
                         cfg["builder"])
     entry = (model.parameters, tuple(getattr(model, "derived_names", ())))

@@ -158,6 +158,11 @@ class StudyFile(StrictModel):
         None, description="parameters of interest")
     chunk_size: Literal["auto"] | Annotated[int, Field(ge=1, le=MAX_TOYS)] | None = Field(
         None, description="toys per task (default auto)")
+    paired: bool = Field(True, description="common random numbers across variants (false: "
+                         "independent ensembles per variant)")
+    reference_fit: bool | None = Field(None, description="fit each alternative generator to "
+                                       "the nominal Asimov data set before generating "
+                                       "(default: true for model_variation)")
 
 
 def study_json_schema() -> dict[str, Any]:

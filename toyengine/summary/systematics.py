@@ -11,9 +11,16 @@ negative deviations in quadrature separately**; seed 001 takes **half the differ
 
 Mapping onto the result store:
 
-* a *variant* is one alternative; its signed **shift** is ``mean_toys(value) − reference``
-  (``reference`` = the data value; with ``relative_to="nominal"`` the ensemble mean of the
-  nominal variant instead), with statistical uncertainty ``std / √n`` (NaN for one toy);
+* a *variant* is one alternative; its signed **shift** is, for a **paired** store (common
+  random numbers, store attribute ``paired = 1``; the default ``relative_to="auto"`` then
+  means ``"paired"``), the mean over toys of the per-toy difference ``value(v, t) −
+  value(nominal, t)`` between the fit to variant v's data set and the fit to its nominal twin
+  (the same random numbers), with statistical uncertainty ``RMS(difference) / √n``; the
+  default model's own fit bias cancels, and a variant identical to the nominal one gives
+  exactly 0 ± 0. A pair with a failed fit on either side is dropped (counted in
+  ``n_pairs_dropped``). For independent ensembles the shift is ``mean_toys(value) −
+  reference`` (``reference`` = the data value; with ``relative_to="nominal"`` the ensemble
+  mean of the nominal variant instead), with uncertainty ``std / √n`` (NaN for one toy);
 * a *source* is a ``variant_group``; the group ``"nominal"`` (the default model itself) is
   shown for information (its shift is the fit bias) and never enters the total;
 * ``variant_separate = True`` puts a group in the "reported separately" block;
@@ -26,11 +33,25 @@ Mapping onto the result store:
   draws, e.g. 100 draws of fixed masses/widths or ~300 smeared templates, seed 000 §7):
   value = √(mean shift²), + side = √(Σ₍ₛ>0₎ s²/N), − side = √(Σ₍ₛ<0₎ s²/N), so that
   (+)² + (−)² = value²; the pair marking is ignored under "rms";
-* totals: symmetric ``√Σ value²``; asymmetric ``√Σ (+)²`` and ``√Σ (−)²`` separately.
+* totals: symmetric ``√Σ value²``; asymmetric ``√Σ (+)²`` and ``√Σ (−)²`` separately;
+  ``total_stat`` propagates the chosen candidates' errors (it ignores that a maximum was
+  taken);
+* the **bootstrap** over toys (the same resampled toy indices for every variant, so the
+  pairing and the correlations between variants are kept) recomputes every shift, every
+  source's maximum and the total ``n_bootstrap`` times: ``total_bias`` = mean of the
+  replicas − total estimates the upward bias of taking maxima of noisy shifts, and
+  ``total_interval`` is the basic (reverse-percentile) 68.3 % interval ``[2T − q₈₄,
+  2T − q₁₆]`` (lower end clipped at 0), which corrects for that bias (Efron & Tibshirani,
+  *An Introduction to the Bootstrap*, Chapman & Hall 1993, §13.4). It covers as stated when
+  each source's largest shift is resolved (≳ 2 σ_stat); sources whose shift is below
+  2 σ_stat are flagged (``significant`` False), and there the interval is too short;
+* a variant whose generator density equals another's (store attribute
+  ``degenerate_variants``, found when the study is validated) is flagged (``same_as``).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -75,6 +96,10 @@ class VariantShift:
     mean: dict[str, float]
     shift: dict[str, float]
     stat: dict[str, float]
+    #: toys whose pair (this variant, nominal twin) was dropped for a failed fit (paired)
+    n_pairs_dropped: int = 0
+    #: the variant whose generator density this one equals ("" if none)
+    same_as: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,6 +124,11 @@ class SystRow:
     chosen: dict[str, str]
     n_done: int
     n_failed: int
+    #: value ≥ 2 stat (a shift resolved from toy noise)
+    significant: dict[str, bool] = field(default_factory=dict)
+    n_pairs_dropped: int = 0
+    #: "name ≡ other" for members whose generator equals another variant's
+    degenerate: tuple[str, ...] = ()
 
     @property
     def failed_fraction(self) -> float:
@@ -117,7 +147,7 @@ class SystTable:
         Fitted hypothesis whose values were used.
     reference : dict
         Reference value per parameter (data value).
-    relative_to : {"reference", "nominal"}
+    relative_to : {"paired", "reference", "nominal"}
     variants : tuple of VariantShift
         Every variant, including the nominal one.
     rows : tuple of SystRow
@@ -128,6 +158,8 @@ class SystTable:
         The default model's own ensemble (fit bias), not in the total.
     total, total_up, total_down, total_stat : dict
         Quadrature sums over :attr:`rows`.
+    total_bias, total_interval : dict
+        From the bootstrap over toys (see module doc); empty without one.
     asymmetric : bool
         Default display mode (``+up / −down`` cells) of the renderers.
     scale, units : dict
@@ -151,6 +183,14 @@ class SystTable:
     scale: dict[str, float] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
     study_name: str = ""
+    #: bootstrap over toys: replica mean − total, and the basic 68.3 % interval
+    total_bias: dict[str, float] = field(default_factory=dict)
+    total_interval: dict[str, tuple[float, float]] = field(default_factory=dict)
+    n_bootstrap: int = 0
+    #: (variant, same_as) pairs with identical generator densities
+    degenerate: tuple[tuple[str, str], ...] = ()
+    #: what the alternative generators were fitted to before generating ("" if not)
+    reference_fit: str = ""
 
     # ------------------------------------------------------------------ access
     def source(self, name: str) -> SystRow:
@@ -209,6 +249,9 @@ class SystTable:
             s = fmt_num(st * k, 1)
             text += f" ± {s}"
             latex = (latex + f" $\\pm$ {s}") if latex is not None else None
+            if not sym >= 2 * st:
+                text += " †"
+                latex = (latex + r" $^\dagger$") if latex is not None else None
         return Cell.of(text, latex)
 
     def table(
@@ -263,12 +306,18 @@ class SystTable:
                     txt = fmt_num(vs.shift[p] * k, digits)
                     if math.isfinite(vs.stat[p]):
                         txt += f" ± {fmt_num(vs.stat[p] * k, 1)}"
+                        if not abs(vs.shift[p]) >= 2 * vs.stat[p]:
+                            txt += " †"
                     cells.append(Cell.of(txt))
+                label = vs.name + (f" (≡ {vs.same_as})" if vs.same_as else "")
+                ff = f"{vs.n_failed}/{vs.n_done}"
+                if vs.n_pairs_dropped:
+                    ff += f" ({vs.n_pairs_dropped} pairs dropped)"
                 rows.append(
                     (
-                        Cell.of(f"    {vs.name}", r"\quad " + _tex(vs.name)),
+                        Cell.of(f"    {label}", r"\quad " + _tex(label)),
                         *cells,
-                        Cell.of(f"{vs.n_failed}/{vs.n_done}"),
+                        Cell.of(ff),
                     )
                 )
 
@@ -291,6 +340,13 @@ class SystTable:
         nd = sum(r.n_done for r in self.rows)
         nf = sum(r.n_failed for r in self.rows)
         rows.append((Cell.of("Total (quadrature)"), *tot_cells, Cell.of(f"{nf}/{nd}")))
+        if self.total_interval:
+            iv = []
+            for p in self.params:
+                k = self.scale.get(p, 1.0)
+                lo, hi = self.total_interval[p]
+                iv.append(Cell.of(f"[{fmt_num(lo * k, digits)}, {fmt_num(hi * k, digits)}]"))
+            rows.append((Cell.of("  68 % bootstrap interval"), *iv, Cell.of("")))
         if self.separate:
             rows.append((Cell.of("Reported separately (not in total)"),))
             for r in self.separate:
@@ -299,12 +355,15 @@ class SystTable:
         if self.nominal is not None:
             rows.append((Cell.of("Default model ensemble (fit bias; not in total)"),))
             rows.append(src_row(self.nominal))
-        base = (
-            "data/reference value" if self.relative_to == "reference" else "nominal ensemble mean"
-        )
+        if self.relative_to == "paired":
+            what = ("shift = mean over toys of (fit to the variant's data − fit to its nominal "
+                    "twin), paired data sets (common random numbers); ± = RMS/√n")
+        else:
+            base = ("data/reference value" if self.relative_to == "reference"
+                    else "nominal ensemble mean")
+            what = f"shift = ensemble mean − {base}"
         notes = [
-            f"shift = ensemble mean − {base}"
-            f" (hypothesis {self.hypothesis}); per source: "
+            f"{what} (hypothesis {self.hypothesis}); per source: "
             "max over alternatives (rule max), √mean(shift²) (rule rms), ½(shift₊ − shift₋) "
             "for ± pairs; total = quadrature sum"
             + ("; + and − sides combined separately." if asym else "."),
@@ -313,6 +372,19 @@ class SystTable:
         rules = sorted({r.rule for r in (*self.rows, *self.separate)})
         if rules:
             notes.append("rules used: " + ", ".join(rules))
+        if show_stat or detail:
+            notes.append("† shift below 2 σ_stat (not resolved from toy noise).")
+        if self.total_interval:
+            notes.append(
+                f"bootstrap over toys ({self.n_bootstrap} replicas, same toys for every "
+                "variant): basic 68 % interval, corrects the bias of taking maxima; bias = "
+                + ", ".join(f"{p} {fmt_num(self.total_bias[p] * self.scale.get(p, 1.0), 2)}"
+                            for p in self.params) + ".")
+        if self.reference_fit:
+            notes.append("alternative generators fitted to the reference before generating: "
+                         f"{self.reference_fit} (no data set given).")
+        for v, same in self.degenerate:
+            notes.append(f"degenerate: variant {v!r} generates the same density as {same!r}.")
         assert all(len(r) in (1, n) for r in rows)
         return Table(
             title="Systematic uncertainties" + (f" — {self.study_name}" if self.study_name else ""),
@@ -326,8 +398,9 @@ class SystTable:
     def _csv_header(self) -> tuple[str, ...]:
         cols = ["row_type", "source", "variant", "rule", "separate"]
         for p in self.params:
-            cols += [p, f"{p}_up", f"{p}_down", f"{p}_stat", f"{p}_signed", f"{p}_chosen"]
-        return (*cols, "n_done", "n_failed", "failed_fraction")
+            cols += [p, f"{p}_up", f"{p}_down", f"{p}_stat", f"{p}_signed", f"{p}_chosen",
+                     f"{p}_significant", f"{p}_interval_lo", f"{p}_interval_hi"]
+        return (*cols, "n_done", "n_failed", "failed_fraction", "n_pairs_dropped", "same_as")
 
     def _csv_rows(self) -> tuple[tuple[object, ...], ...]:
         out: list[tuple[object, ...]] = []
@@ -345,8 +418,12 @@ class SystTable:
                     r.stat[p] * k(p),
                     r.signed[p] * k(p),
                     r.chosen[p],
+                    r.significant.get(p, ""),
+                    math.nan,
+                    math.nan,
                 ]
-            return (*vals, r.n_done, r.n_failed, r.failed_fraction)
+            return (*vals, r.n_done, r.n_failed, r.failed_fraction, r.n_pairs_dropped,
+                    "; ".join(r.degenerate))
 
         for r in self.rows:
             out.append(row_of("source", r))
@@ -359,10 +436,13 @@ class SystTable:
                 self.total_stat[p] * k(p),
                 math.nan,
                 "",
+                "",
+                *(x * k(p) for x in self.total_interval.get(p, (math.nan, math.nan))),
             ]
         nd = sum(r.n_done for r in self.rows)
         nf = sum(r.n_failed for r in self.rows)
-        out.append((*tot, nd, nf, nf / nd if nd else math.nan))
+        out.append((*tot, nd, nf, nf / nd if nd else math.nan,
+                    sum(r.n_pairs_dropped for r in self.rows), ""))
         for r in self.separate:
             out.append(row_of("separate", r))
         if self.nominal is not None:
@@ -371,15 +451,18 @@ class SystTable:
             vals: list[object] = ["variant", vs.group, vs.name, "", vs.separate]
             for p in self.params:
                 sh = vs.shift[p] * k(p)
-                vals += [abs(sh), max(sh, 0.0), max(-sh, 0.0), vs.stat[p] * k(p), sh, vs.name]
+                vals += [abs(sh), max(sh, 0.0), max(-sh, 0.0), vs.stat[p] * k(p), sh, vs.name,
+                         bool(abs(vs.shift[p]) >= 2 * vs.stat[p]), math.nan, math.nan]
             out.append(
-                (*vals, vs.n_done, vs.n_failed, vs.n_failed / vs.n_done if vs.n_done else math.nan)
+                (*vals, vs.n_done, vs.n_failed, vs.n_failed / vs.n_done if vs.n_done else math.nan,
+                 vs.n_pairs_dropped, vs.same_as)
             )
         return tuple(out)
 
     def tables(self) -> list[Table]:
-        """``[self.table()]`` (uniform interface with the other summaries)."""
-        return [self.table()]
+        """``[self.table(detail=True, show_stat=True)]`` (uniform interface with the other
+        summaries): every source and variant with its shift ± stat."""
+        return [self.table(detail=True, show_stat=True)]
 
     def to_text(
         self,
@@ -450,14 +533,11 @@ def _pair_stem(name: str) -> tuple[str, int] | None:
     return None
 
 
-def _combine(
-    group: str,
-    members: Sequence[VariantShift],
-    params: Sequence[str],
-    rule: str,
-    separate: bool,
-) -> SystRow:
-    # candidates: (label, signed shift, stat, is_pair)
+def _split_pairs(
+    members: Sequence[VariantShift], rule: str
+) -> tuple[list[VariantShift], list[tuple[str, VariantShift, VariantShift]]]:
+    """The single candidates and the ± pairs ``(name of +, +, −)`` of a group (pairs only
+    under rule "max")."""
     stems: dict[str, dict[int, VariantShift]] = {}
     for vs in members:
         ps = _pair_stem(vs.name)
@@ -470,7 +550,37 @@ def _combine(
             if +1 in d and -1 in d:
                 pairs.append((d[+1].name, d[+1], d[-1]))
                 paired.update((d[+1].variant, d[-1].variant))
-    singles = [vs for vs in members if vs.variant not in paired]
+    return [vs for vs in members if vs.variant not in paired], pairs
+
+
+def _group_values(shift: np.ndarray, members: Sequence[VariantShift], rule: str) -> np.ndarray:
+    """The source value of a group for shifts ``shift[..., variant, param]`` (any leading
+    axes, e.g. bootstrap replicas): max |candidate| (pairs: half-difference) or the rms."""
+    singles, pairs = _split_pairs(members, rule)
+    cands = [shift[..., vs.variant, :] for vs in singles]
+    cands += [0.5 * (shift[..., vp.variant, :] - shift[..., vm.variant, :])
+              for _, vp, vm in pairs]
+    c = np.stack(cands, axis=-2)  # (..., candidate, param)
+    fin = np.isfinite(c)
+    with np.errstate(invalid="ignore"):
+        if rule == "rms":
+            n = fin.sum(axis=-2)
+            out = np.sqrt(np.where(fin, c * c, 0.0).sum(axis=-2) / np.maximum(n, 1))
+        else:
+            n = fin.sum(axis=-2)
+            out = np.where(fin, np.abs(c), -np.inf).max(axis=-2)
+    return np.where(n > 0, out, np.nan)
+
+
+def _combine(
+    group: str,
+    members: Sequence[VariantShift],
+    params: Sequence[str],
+    rule: str,
+    separate: bool,
+) -> SystRow:
+    # candidates: (label, signed shift, stat, is_pair)
+    singles, pairs = _split_pairs(members, rule)
     value, up, down, stat, signed, chosen = {}, {}, {}, {}, {}, {}
     for p in params:
         cands: list[tuple[str, float, float, bool]] = [
@@ -528,6 +638,9 @@ def _combine(
         chosen=chosen,
         n_done=sum(vs.n_done for vs in members),
         n_failed=sum(vs.n_failed for vs in members),
+        significant={p: bool(value[p] >= 2 * stat[p]) for p in params},
+        n_pairs_dropped=sum(vs.n_pairs_dropped for vs in members),
+        degenerate=tuple(f"{vs.name} ≡ {vs.same_as}" for vs in members if vs.same_as),
     )
 
 
@@ -544,9 +657,11 @@ def systematic_table(
     *,
     combine: Literal["auto", "max", "rms"] = "auto",
     group_rules: Mapping[str, str] | None = None,
-    relative_to: Literal["reference", "nominal"] = "reference",
+    relative_to: Literal["auto", "paired", "reference", "nominal"] = "auto",
     asymmetric: bool = False,
     include_failed: bool = False,
+    n_bootstrap: int = 1000,
+    bootstrap_seed: int = 0,
 ) -> SystTable:
     """Per-source systematic shifts of ``params`` from a variation study (see module doc).
 
@@ -564,14 +679,21 @@ def systematic_table(
         (random draws), "max" otherwise (seed 001/002).
     group_rules : mapping, optional
         Per-group override of the rule, e.g. ``{"K*0 masses": "rms"}``.
-    relative_to : {"reference", "nominal"}
-        Shift baseline: the stored reference (data value; seeds 001/002) or the ensemble
-        mean of the "nominal" group (removes the default model's own fit bias; its toy
-        uncertainty is added in quadrature).
+    relative_to : {"auto", "paired", "reference", "nominal"}
+        Shift baseline. ``"paired"``: per-toy difference to the nominal twin fit (needs a
+        variant of group "nominal"; meaningful for stores generated with common random
+        numbers, ``paired = 1``). ``"reference"``: the stored reference (data value; seeds
+        001/002). ``"nominal"``: the ensemble mean of the "nominal" group (its toy
+        uncertainty is added in quadrature). ``"auto"``: "paired" for a paired store with a
+        nominal group, else "reference".
     asymmetric : bool
         Default display mode of the returned table.
     include_failed : bool
         Use attempted-but-invalid fits too (counts are reported either way).
+    n_bootstrap : int
+        Bootstrap replicas over toys for ``total_bias`` and ``total_interval`` (0: none).
+    bootstrap_seed : int
+        Seed of the bootstrap resampling (the summary is deterministic).
 
     Returns
     -------
@@ -604,13 +726,20 @@ def systematic_table(
         msg = "systematic_table: no parameters to tabulate (pass params=[...])"
         raise SummaryError(msg)
     reference = {p: float(ds["reference"].sel(param=p)) for p in params}
+    groups_all = (
+        [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else []
+    )
+    if relative_to == "auto":
+        paired_store = int(ds.attrs.get("paired", 0)) == 1
+        has_nominal = any(g.lower() == "nominal" for g in groups_all)
+        relative_to = "paired" if paired_store and has_nominal else "reference"
     if relative_to == "reference":
         bad = [p for p in params if not math.isfinite(reference[p])]
         if bad:
             msg = f"systematic_table: reference value is NaN for {bad}; use relative_to='nominal'"
             raise SummaryError(msg)
-    elif relative_to != "nominal":
-        msg = f"relative_to={relative_to!r} must be 'reference' or 'nominal'"
+    elif relative_to not in ("nominal", "paired"):
+        msg = f"relative_to={relative_to!r} must be 'auto', 'paired', 'reference' or 'nominal'"
         raise SummaryError(msg)
     kind = str(ds.attrs.get("kind", ""))
     default_rule = combine if combine != "auto" else ("rms" if kind in RANDOM_DRAW_KINDS else "max")
@@ -643,35 +772,54 @@ def systematic_table(
         else [False] * nv
     )
 
-    means = np.full((nv, len(params)), math.nan)
-    stats_ = np.full((nv, len(params)), math.nan)
-    n_used = np.zeros(nv, int)
-    for v in range(nv):
-        n_used[v] = int(ok[v].sum())
-        for ip in range(len(params)):
-            x = vals[v, ok[v], ip]
-            x = x[np.isfinite(x)]
-            if x.size:
-                means[v, ip] = float(x.mean())
-            if x.size > 1:
-                stats_[v, ip] = float(x.std(ddof=1) / math.sqrt(x.size))
-
     nominal_idx = [v for v in range(nv) if groups[v].lower() == "nominal"]
+    if relative_to in ("nominal", "paired") and not nominal_idx:
+        msg = f"relative_to={relative_to!r} needs a variant whose variant_group is 'nominal'"
+        raise SummaryError(msg)
+    nom = nominal_idx[0] if nominal_idx else -1
+    ref_arr = np.array([reference[p] for p in params])
+    # per-toy quantity d[v, t, p] averaged over the toys in mask m[v, t]
+    m = ok[:, :, None] & np.isfinite(vals)
+    d = vals.copy()
+    n_dropped = np.zeros(nv, int)
+    for v in range(nv):
+        if relative_to == "reference" or (relative_to == "paired" and v == nom):
+            d[v] = vals[v] - ref_arr
+        elif relative_to == "nominal":
+            pass  # raw values; the nominal mean is subtracted below
+        else:  # the nominal twin of the same toy; a failed fit on either side drops the pair
+            m[v] &= m[nom]
+            d[v] = vals[v] - vals[nom]
+            both_done = donev[v] & donev[nom]
+            n_dropped[v] = int((both_done & ~m[v].all(axis=-1)).sum())
+    d = np.where(m, d, 0.0)
+    cnt = m.sum(axis=1)  # (variant, param)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(cnt > 0, d.sum(axis=1) / np.maximum(cnt, 1), math.nan)
+        dev = np.where(m, d - means[:, None, :], 0.0)
+        stats_ = np.where(cnt > 1, np.sqrt((dev**2).sum(axis=1) / np.maximum(cnt - 1, 1)
+                                           / np.maximum(cnt, 1)), math.nan)
+    n_used = m.all(axis=-1).sum(axis=1)
     if relative_to == "nominal":
-        if not nominal_idx:
-            msg = "relative_to='nominal' needs a variant whose variant_group is 'nominal'"
-            raise SummaryError(msg)
-        base = means[nominal_idx[0]]
-        base_stat = np.nan_to_num(stats_[nominal_idx[0]])
+        sh_all = means - means[nom]
+        sh_all[nom] = means[nom] - ref_arr
+        st_all = np.hypot(stats_, np.nan_to_num(stats_[nom]))
+        st_all[nom] = stats_[nom]
     else:
-        base = np.array([reference[p] for p in params])
-        base_stat = np.zeros(len(params))
+        sh_all, st_all = means, stats_
+    # ensemble means (for display) are over each variant's own valid fits
+    okf = ok[:, :, None] & np.isfinite(vals)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ens_mean = np.where(okf, vals, 0.0).sum(axis=1) / okf.sum(axis=1)
+
+    same_as: dict[str, str] = {}
+    raw_deg = ds.attrs.get("degenerate_variants", "")
+    if raw_deg:
+        for a_name, b_name in json.loads(raw_deg):
+            same_as.setdefault(str(a_name), str(b_name))
 
     shifts: list[VariantShift] = []
     for v in range(nv):
-        is_nom = v in nominal_idx
-        sh = means[v] - (np.array([reference[p] for p in params]) if is_nom else base)
-        st = stats_[v] if is_nom else np.hypot(stats_[v], base_stat)
         shifts.append(
             VariantShift(
                 variant=v,
@@ -682,9 +830,11 @@ def systematic_table(
                 n_done=int(donev[v].sum()),
                 n_failed=int((donev[v] & ~validv[v]).sum()),
                 n_used=int(n_used[v]),
-                mean={p: float(means[v, i]) for i, p in enumerate(params)},
-                shift={p: float(sh[i]) for i, p in enumerate(params)},
-                stat={p: float(st[i]) for i, p in enumerate(params)},
+                mean={p: float(ens_mean[v, i]) for i, p in enumerate(params)},
+                shift={p: float(sh_all[v, i]) for i, p in enumerate(params)},
+                stat={p: float(st_all[v, i]) for i, p in enumerate(params)},
+                n_pairs_dropped=int(n_dropped[v]),
+                same_as=same_as.get(names[v], ""),
             )
         )
 
@@ -704,6 +854,23 @@ def systematic_table(
         (sep_rows if separate else rows).append(row)
 
     total = {p: _quad(rows, "value", p) for p in params}
+    total_bias: dict[str, float] = {}
+    total_interval: dict[str, tuple[float, float]] = {}
+    if n_bootstrap > 0 and rows:
+        members_of = {r.source: [s for s in shifts if s.group == r.source] for r in rows}
+        rule_of = {r.source: rules.get(r.source, default_rule) for r in rows}
+        reps = _bootstrap_totals(d, m, nom if relative_to == "nominal" else -1,
+                                 [(members_of[r.source], rule_of[r.source]) for r in rows],
+                                 n_bootstrap, bootstrap_seed)
+        for i, p in enumerate(params):
+            t = total[p]
+            r_p = reps[:, i]
+            r_p = r_p[np.isfinite(r_p)]
+            if not (math.isfinite(t) and r_p.size):
+                continue
+            q_lo, q_hi = np.quantile(r_p, [0.5 - _HALF_68, 0.5 + _HALF_68])
+            total_bias[p] = float(r_p.mean() - t)
+            total_interval[p] = (float(max(2 * t - q_hi, 0.0)), float(max(2 * t - q_lo, 0.0)))
     total_stat = {}
     for p in params:
         num = [
@@ -729,4 +896,52 @@ def systematic_table(
         total_stat=total_stat,
         asymmetric=asymmetric,
         study_name=str(ds.attrs.get("study_name", "")),
+        total_bias=total_bias,
+        total_interval=total_interval,
+        n_bootstrap=int(n_bootstrap) if total_interval else 0,
+        degenerate=tuple(same_as.items()),
+        reference_fit=str(ds.attrs.get("reference_fit", "") or ""),
     )
+
+
+#: half of the 68.27 % central probability (±1σ of a normal)
+_HALF_68 = 0.5 * math.erf(1 / math.sqrt(2))
+
+
+def _bootstrap_totals(
+    d: np.ndarray,
+    m: np.ndarray,
+    subtract: int,
+    groups: Sequence[tuple[Sequence[VariantShift], str]],
+    n_boot: int,
+    seed: int,
+    batch: int = 100,
+) -> np.ndarray:
+    """Totals ``(n_boot, param)`` from resampling the toys with replacement — the same toy
+    indices for every variant, so paired differences stay paired.
+
+    ``d[v, t, p]`` (zero outside the mask ``m``) are the per-toy quantities whose masked
+    mean is variant v's shift; ``subtract`` >= 0 subtracts that variant's mean from the
+    others (``relative_to="nominal"``).
+    """
+    nv, nt, npar = d.shape
+    rng = np.random.default_rng(seed)
+    x = d.transpose(1, 0, 2).reshape(nt, nv * npar)
+    w = m.transpose(1, 0, 2).reshape(nt, nv * npar).astype(float)
+    out = np.empty((n_boot, npar))
+    for b0 in range(0, n_boot, batch):
+        nb = min(batch, n_boot - b0)
+        counts = np.stack([np.bincount(rng.integers(0, nt, nt), minlength=nt)
+                           for _ in range(nb)]).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sh = ((counts @ x) / (counts @ w)).reshape(nb, nv, npar)
+        if subtract >= 0:
+            base = sh[:, subtract, :].copy()
+            sh = sh - base[:, None, :]
+            sh[:, subtract, :] = base
+        tot2 = np.zeros((nb, npar))
+        for members, rule in groups:
+            val = _group_values(sh, members, rule)
+            tot2 += np.where(np.isfinite(val), val * val, 0.0)
+        out[b0:b0 + nb] = np.sqrt(tot2)
+    return out

@@ -51,6 +51,7 @@ def make_results_dataset(
     observed_t: float = math.nan,
     poi: str = "",
     study_name: str = "synthetic",
+    paired: bool = False,
 ) -> xr.Dataset:
     """Assemble a results Dataset from arrays.
 
@@ -76,6 +77,8 @@ def make_results_dataset(
         Defaults "v0", "v1", ...; "nominal"; False.
     kind, h0, h1, ndof_wilks, observed_t, poi, study_name
         Dataset attributes.
+    paired : bool
+        Attribute ``paired`` (toy t of every variant from the same random numbers).
     """
     value = np.asarray(value, dtype=float)
     if value.ndim != 4:
@@ -150,6 +153,7 @@ def make_results_dataset(
             "ndof_wilks": int(ndof_wilks),
             "observed_t": float(observed_t),
             "poi": poi,
+            "paired": int(paired),
         },
     )
     return ds

@@ -34,6 +34,7 @@ from scipy.sparse import csr_matrix
 
 from ...errors import ModelError
 from ..params import ParameterSet
+from ..streams import DataStreams, as_streams
 from .integration import MassQuadrature, PairSpline, RowGrid, refined_row_points
 from .kinematics import DalitzKinematics, Vetoes
 from .lineshapes import Lineshape, legendre
@@ -692,15 +693,24 @@ class DalitzModel:
         """
         return DalitzNLL(self, data)
 
-    def sample(self, values: np.ndarray | None, rng: np.random.Generator) -> DalitzData:
+    def sample(self, values: np.ndarray | None,
+               rng: np.random.Generator | DataStreams) -> DalitzData:
         """One pseudo-data set: Poisson yields per run and component, accept–reject on
         the SDP with the efficiency applied (signal) or from the smoothed maps (backgrounds).
 
         Proposals are drawn from a piecewise-constant envelope in ``m'`` built from the row
         maxima of the density on the normalisation grid (× 1.5), uniform in ``θ'``; a
-        proposal above the envelope raises it and restarts the draw, so the accepted sample
-        follows the density exactly.
+        proposal above the envelope raises it and restarts the draw from the start of the
+        stream, so the accepted sample follows the density exactly.
+
+        Random numbers (:mod:`toyengine.core.streams`): component ``"<run>/signal"`` or
+        ``"<run>/<background>"`` takes its count from the Poisson inverse CDF of its count
+        uniform and proposal *j* from row *j* of its event stream (4 uniforms: segment,
+        ``m'`` in the segment, ``θ'``, acceptance). Two models sampled with the same streams
+        therefore share proposals wherever their envelopes agree, and accept a shared
+        proposal together wherever their densities agree.
         """
+        streams = as_streams(rng)
         x = self._values(values)
         st = _State(self, self._norm)
         st.update(x)
@@ -710,21 +720,23 @@ class DalitzModel:
         runs = {}
         for r, run in enumerate(self.runs):
             eff = run.efficiency.spline()
-            n_sig = int(rng.poisson(max(x[self._sig_idx[r]], 0.0)))
+            comp = f"{run.name}/signal"
+            n_sig = streams.count(comp, x[self._sig_idx[r]])
 
             def sig_density(mp, th, xx, yy, eff=eff):
                 A = self.component_values(x, xx, yy, st.n) @ c
                 return (A.real**2 + A.imag**2) * eff(mp, th) * self.kin.sdp_jacobian(mp, th)
 
             row_max = np.max(a2_grid * self._norm.eff[r] * jac, axis=1)
-            xs, ys = self._accept_reject(sig_density, row_max, n_sig, rng)
+            xs, ys = self._accept_reject(sig_density, row_max, n_sig, streams, comp)
             parts_x, parts_y, labels = [xs], [ys], [np.zeros(n_sig, np.int16)]
-            for k, (_, bh, _) in enumerate(run.backgrounds):
-                nb = int(rng.poisson(max(x[self._bkg_idx[r][k]], 0.0)))
+            for k, (bname, bh, _) in enumerate(run.backgrounds):
+                comp = f"{run.name}/{bname}"
+                nb = streams.count(comp, x[self._bkg_idx[r][k]])
                 spl = bh.spline()
                 bx, by = self._accept_reject(lambda mp, th, xx, yy, spl=spl: spl(mp, th),
                                              np.max(self._bkg_grid[r][k], axis=1)
-                                             * self._bkg_norm[r][k], nb, rng)
+                                             * self._bkg_norm[r][k], nb, streams, comp)
                 parts_x.append(bx)
                 parts_y.append(by)
                 labels.append(np.full(nb, k + 1, np.int16))
@@ -732,9 +744,10 @@ class DalitzModel:
                                        np.concatenate(labels))
         return DalitzData(runs)
 
-    def _accept_reject(self, density, row_max: np.ndarray, n: int, rng: np.random.Generator,
-                       safety: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
-        """Draw ``n`` points with SDP density ∝ ``density`` on the allowed region."""
+    def _accept_reject(self, density, row_max: np.ndarray, n: int, streams: DataStreams,
+                       component: str, safety: float = 1.5) -> tuple[np.ndarray, np.ndarray]:
+        """The first ``n`` accepted proposals of ``component``'s stream, SDP density ∝
+        ``density`` on the allowed region."""
         if n == 0:
             return np.empty(0), np.empty(0)
         mp_rows = self.grid.mp
@@ -746,8 +759,9 @@ class DalitzModel:
         env = np.maximum(rm, np.maximum(np.concatenate([rm[1:], [0.0]]),
                                         np.concatenate([[0.0], rm[:-1]])))
         env = safety * np.maximum(env, 1e-300)
+        widths = np.diff(edges)
         for _attempt in range(30):
-            widths = np.diff(edges)
+            rng = streams.events(component)  # every attempt restarts the stream
             cum = np.cumsum(env * widths)
             total = cum[-1]
             xs, ys = [], []
@@ -756,11 +770,11 @@ class DalitzModel:
             acc_rate = 0.3
             while got < n:
                 m = int(min(max(1.3 * (n - got) / acc_rate, 500), 2_000_000))
-                seg = np.searchsorted(cum, rng.random(m) * total, side="right")
+                uu = rng.random((m, 4))  # row j = proposal j, whatever the batch size
+                seg = np.searchsorted(cum, uu[:, 0] * total, side="right")
                 seg = np.minimum(seg, env.size - 1)
-                mp = edges[seg] + widths[seg] * rng.random(m)
-                th = rng.random(m)
-                u = rng.random(m)
+                mp = edges[seg] + widths[seg] * uu[:, 1]
+                th = uu[:, 2]
                 xx, yy = self.kin.dp_from_sdp(mp, th)
                 ok = self.vetoes.passes(self.kin, xx, yy)
                 f = np.zeros(m)
@@ -772,7 +786,7 @@ class DalitzModel:
                     np.maximum.at(env, seg[bad], 1.5 * f[bad])
                     exceeded = True
                     break
-                acc = u < ratio
+                acc = uu[:, 3] < ratio
                 acc_rate = max(acc.sum() / m, 1e-3)
                 xs.append(xx[acc])
                 ys.append(yy[acc])

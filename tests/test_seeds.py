@@ -1,0 +1,104 @@
+"""Common random numbers (toyengine.study.seeds, toyengine.core.streams): Poisson counts
+by inverse CDF, prefix-stable per-component streams, variant-free data keys, and what that
+means for generated data."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from toyengine.core.streams import DataStreams, as_streams, component_id, poisson_quantile
+from toyengine.models.tcc import build_tcc
+from toyengine.study.seeds import DATA, DATA_UNPAIRED, data_streams, fit_rng, model_rng
+
+
+def test_poisson_quantile_is_the_inverse_cdf_and_monotone_in_the_mean() -> None:
+    rng = np.random.default_rng(1)
+    us = np.concatenate([rng.random(300), [1e-12, 0.5, 1 - 1e-12]])
+    means = np.array([0.0, 0.3, 4.0, 117.0, 700.0, 5000.0])
+    for u in us:
+        ks = [poisson_quantile(float(u), float(m)) for m in means]
+        assert all(b >= a for a, b in itertools.pairwise(ks)), (u, ks)
+        for m, k in zip(means[1:], ks[1:], strict=True):
+            # smallest k with CDF(k) >= u
+            assert stats.poisson.cdf(k, m) >= u
+            assert k == 0 or stats.poisson.cdf(k - 1, m) < u
+
+
+def test_counts_follow_poisson() -> None:
+    # 4000 toys' counts at mean 117: sample mean within 4 standard errors (sqrt(117/4000))
+    counts = np.array([data_streams(5, t).count("signal", 117.0) for t in range(4000)])
+    assert abs(counts.mean() - 117.0) < 4 * np.sqrt(117.0 / 4000)
+    assert abs(counts.var(ddof=1) / 117.0 - 1) < 4 * np.sqrt(2 / 4000)
+
+
+def test_keys_are_variant_free_when_paired_and_distinct_otherwise() -> None:
+    a = data_streams(3, 10).events("signal").random(5)
+    b = data_streams(3, 10).events("signal").random(5)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, data_streams(3, 11).events("signal").random(5))
+    assert not np.array_equal(a, data_streams(3, 10).events("background").random(5))
+    u0 = data_streams(3, 10, variant=0).events("signal").random(5)
+    u1 = data_streams(3, 10, variant=1).events("signal").random(5)
+    assert not np.array_equal(u0, u1)
+    assert not np.array_equal(a, u0)
+    assert data_streams(3, 10).prefix == (DATA, 10)
+    assert data_streams(3, 10, variant=0).prefix == (DATA_UNPAIRED, 0, 10)
+    assert component_id("signal") == component_id("signal") != component_id("background")
+    # model and fit streams: distinct domains, reproducible
+    assert model_rng(3, 1).random() == model_rng(3, 1).random() != model_rng(3, 2).random()
+    assert fit_rng(3, 4, 0).random() != fit_rng(3, 4, 0, variant=2).random()
+
+
+def test_event_streams_are_prefix_stable() -> None:
+    s = data_streams(9, 2)
+    short = s.events("signal").random(7)
+    long = s.events("signal").random(100)
+    np.testing.assert_array_equal(short, long[:7])
+
+
+@pytest.fixture(scope="module")
+def tcc():
+    return build_tcc({"range": [-4.0, 11.0]})
+
+
+def test_tcc_sample_is_prefix_stable_in_the_yield(tcc) -> None:
+    x = tcc.parameters.values.copy()
+    names = tcc.parameters.names
+    streams = DataStreams(21, (DATA, 0))
+    lo = tcc.sample(x, streams)
+    x2 = x.copy()
+    x2[names.index("n_sig")] = 3 * x[names.index("n_sig")]
+    hi = tcc.sample(x2, streams)
+    n_lo = streams.count("signal", x[names.index("n_sig")])
+    n_hi = streams.count("signal", x2[names.index("n_sig")])
+    assert n_hi > n_lo  # same uniform, larger mean: larger count
+    # signal comes first; the first n_lo signal events agree, the background is identical
+    np.testing.assert_array_equal(lo[:n_lo], hi[:n_lo])
+    np.testing.assert_array_equal(lo[n_lo:], hi[n_hi:])
+
+
+def test_same_model_same_streams_gives_identical_data_and_generator_rng_still_works(tcc) -> None:
+    x = tcc.parameters.values
+    a = tcc.sample(x, data_streams(4, 3))
+    b = build_tcc({"range": [-4.0, 11.0], "background_order": 2}).sample(x, data_streams(4, 3))
+    np.testing.assert_array_equal(a, b)
+    c = tcc.sample(x, np.random.default_rng(8))
+    d = tcc.sample(x, np.random.default_rng(8))
+    np.testing.assert_array_equal(c, d)
+    assert isinstance(as_streams(np.random.default_rng(8)), DataStreams)
+
+
+def test_shared_streams_couple_two_resolutions_by_their_quantiles(tcc) -> None:
+    # the signal events of two resolution models drawn with the same uniforms are the same
+    # quantiles of two close densities: the event-by-event difference is far smaller than
+    # the spread of the sample (independent draws would differ by ~sqrt(2) x the spread)
+    alt = build_tcc({"range": [-4.0, 11.0], "resolution": "student_t"})
+    x = tcc.parameters.values
+    s = data_streams(12, 0)
+    n = s.count("signal", x[tcc.parameters.names.index("n_sig")])
+    a, b = tcc.sample(x, s)[:n], alt.sample(x, s)[:n]
+    assert np.std(a - b) < 0.2 * np.std(a)

@@ -11,7 +11,7 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +40,10 @@ class FitResult:
 
     ``values``/``errors`` follow ``names`` (all parameters, fixed ones included; the error
     of a fixed parameter is NaN). ``covariance`` is over ``free_names``. ``minos_lower`` is
-    negative, ``minos_upper`` positive; both NaN when MINOS was not run.
+    negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
+    number of starting points tried and ``n_best`` how many of them reached the best minimum
+    (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
+    limit and were refitted fixed there (their error is NaN).
     """
 
     names: tuple[str, ...]
@@ -59,6 +62,9 @@ class FitResult:
     minos_lower: np.ndarray = field(default_factory=lambda: np.empty(0))
     minos_upper: np.ndarray = field(default_factory=lambda: np.empty(0))
     message: str = ""
+    n_starts: int = 1
+    n_best: int = 1
+    fixed_at_limit: tuple[str, ...] = ()
 
     def value(self, name: str) -> float:
         return float(self.values[self.names.index(name)])
@@ -80,29 +86,58 @@ class FitResult:
                    nfcn, False, False, elapsed, nan.copy(), nan.copy(), message)
 
 
-def _start_points(params: ParameterSet, starts: int,
-                  rng: np.random.Generator | None) -> list[np.ndarray]:
-    """The nominal start, then ``starts - 1`` randomised ones.
+def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
+    """The range a scan parameter's starts cover: its limits, or ``value ± 10 steps`` on an
+    open side."""
+    p = params[name]
+    lo, hi = p.limits
+    half = 10.0 * p.error_guess
+    return (lo if math.isfinite(lo) else p.value - half,
+            hi if math.isfinite(hi) else p.value + half)
 
-    Each free parameter is drawn uniformly within ``value ± 10 steps`` (its ``step``, or the
-    error guess), clipped to its limits: wide enough to leave a local minimum, narrow
-    enough not to start a yield with limits [0, 1e6] at 5e5.
+
+def _start_points(params: ParameterSet, starts: int, rng: np.random.Generator | None,
+                  scan: Sequence[str] = ()) -> list[np.ndarray]:
+    """The nominal start, then ``starts - 1`` others.
+
+    With free ``scan`` parameters (those that exist only under the alternative hypothesis,
+    e.g. the mass and width of a signal whose yield may vanish) the other starts are a
+    scrambled Halton (low-discrepancy) sequence over their whole allowed range
+    (:func:`_scan_box`), every other parameter at its nominal start: the likelihood has a
+    local minimum near every fluctuation of the data, and only starts across the whole
+    range find the global one (the "look-elsewhere" maximum of Gross & Vitells,
+    Eur. Phys. J. C 70 (2010) 525). Without scan parameters each free parameter is drawn
+    uniformly within ``value ± 10 steps`` (:attr:`Parameter.error_guess`), clipped to its
+    limits.
     """
     x0 = params.values
     points = [x0]
-    if starts > 1:
-        if rng is None:
-            rng = np.random.default_rng(0)
-        for _ in range(starts - 1):
+    if starts <= 1:
+        return points
+    if rng is None:
+        rng = np.random.default_rng(0)
+    free_scan = [n for n in scan if not params[n].fixed]
+    if free_scan:
+        from scipy.stats import qmc
+
+        idx = [params.index(n) for n in free_scan]
+        box = np.array([_scan_box(params, n) for n in free_scan])
+        u = qmc.Halton(len(idx), scramble=True, seed=rng).random(starts - 1)
+        for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
             x = x0.copy()
-            for i, p in enumerate(params):
-                if p.fixed:
-                    continue
-                lo, hi = p.limits
-                half = 10.0 * p.error_guess
-                a, b = max(lo, p.value - half), min(hi, p.value + half)
-                x[i] = rng.uniform(a, b) if b > a else p.value
+            x[idx] = row
             points.append(x)
+        return points
+    for _ in range(starts - 1):
+        x = x0.copy()
+        for i, p in enumerate(params):
+            if p.fixed:
+                continue
+            lo, hi = p.limits
+            half = 10.0 * p.error_guess
+            a, b = max(lo, p.value - half), min(hi, p.value + half)
+            x[i] = rng.uniform(a, b) if b > a else p.value
+        points.append(x)
     return points
 
 
@@ -250,8 +285,8 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
 
 def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int = 1,
         rng: np.random.Generator | None = None, minos: bool = False,
-        strategy: int | None = None, tol: float | None = None,
-        hesse: bool = True) -> FitResult:
+        strategy: int | None = None, tol: float | None = None, hesse: bool = True,
+        scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = ()) -> FitResult:
     """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
 
     Parameters
@@ -263,9 +298,9 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     params : ParameterSet
         Start values, limits and fixed flags.
     starts : int
-        Number of starts: the nominal one plus ``starts - 1`` randomised ones (drawn from
-        ``rng``). The lowest minimum is kept; a valid one is preferred if it is within
-        ``VALID_PREFERENCE`` of the lowest (see :func:`_better`).
+        Number of starts: the nominal one plus ``starts - 1`` others (drawn from ``rng``;
+        see :func:`_start_points`). The lowest minimum is kept; a valid one is preferred if
+        it is within ``VALID_PREFERENCE`` of the lowest (see :func:`_better`).
     rng : numpy.random.Generator, optional
         Source of the randomised starts (needed for reproducibility when ``starts > 1``).
     minos : bool
@@ -279,23 +314,83 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     hesse : bool
         Run HESSE. Without it (a significance study needs −ln L, not errors) ``valid``
         means a converged MIGRAD, and ``errors`` and ``covariance`` are NaN.
+    scan : sequence of str
+        The model's scan parameters (``model.scan_parameters``): the extra starts cover
+        their whole allowed range.
+    extra_starts : sequence of arrays
+        Further full start vectors, tried after the others (e.g. the null-hypothesis
+        minimum embedded in the alternative model, so that a nested fit cannot end above it).
 
     Returns
     -------
     FitResult
-        ``valid=False`` (never an exception) when the fit fails numerically.
+        ``valid=False`` (never an exception) when the fit fails numerically. A start that
+        ends with free parameters on a limit is refitted with them fixed there
+        (:func:`_refit_at_limits`) before the starts are compared.
     """
     t0 = time.perf_counter()
-    best: FitResult | None = None
+    results = []
     total_nfcn = 0
-    for x0 in _start_points(params, max(int(starts), 1), rng):
+    points = _start_points(params, max(int(starts), 1), rng, scan)
+    points += [np.asarray(x, dtype=float) for x in extra_starts]
+    best: FitResult | None = None
+    for x0 in points:
         res = _single_fit(nll, params, x0, minos, strategy, tol, hesse)
         total_nfcn += res.nfcn
+        refit = _refit_at_limits(nll, params, res, minos, strategy, tol, hesse)
+        if refit is not None:
+            total_nfcn += refit.nfcn
+            res = refit
+        results.append(res)
         if best is None or _better(res, best):
             best = res
     assert best is not None
+    n_best = sum(1 for r in results
+                 if math.isfinite(r.nll) and r.nll <= best.nll + SAME_MINIMUM)
     elapsed = time.perf_counter() - t0
-    return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn})
+    return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn,
+                        "n_starts": len(points), "n_best": n_best})
+
+
+def _at_limits(params: ParameterSet, values: np.ndarray) -> dict[str, float]:
+    """Free parameters within ``LIMIT_TOLERANCE`` steps of a finite limit -> that limit."""
+    out = {}
+    for p, v in zip(params, values, strict=True):
+        if p.fixed or not math.isfinite(v):
+            continue
+        tol = LIMIT_TOLERANCE * p.error_guess
+        for lim in p.limits:
+            if math.isfinite(lim) and abs(v - lim) <= tol:
+                out[p.name] = lim
+    return out
+
+
+def _refit_at_limits(nll: Callable[[np.ndarray], float], params: ParameterSet,
+                     best: FitResult, minos: bool, strategy: int | None,
+                     tol: float | None, hesse: bool = True) -> FitResult | None:
+    """Refit a minimum that ended on parameter limits with those parameters fixed there.
+
+    At a limit the covariance of the free fit is not positive definite (the minimum is not
+    a stationary point), so MIGRAD/HESSE flag it invalid although it is the constrained
+    maximum-likelihood point; with the parameter fixed at the limit the remaining fit is
+    regular. For a signal yield bounded at zero this is the χ̄² case of Chernoff,
+    Ann. Math. Stat. 25 (1954) 573: the alternative collapses onto the null, t = 0.
+    The refit is kept when it is not worse than ``best`` by more than ``SAME_MINIMUM``;
+    returns None when nothing is at a limit or the refit is worse.
+    """
+    if not math.isfinite(best.nll):
+        return None
+    limits = _at_limits(params, best.values)
+    if not limits:
+        return None
+    fixed = params.updated({n: {"value": v, "fixed": True} for n, v in limits.items()})
+    x0 = np.array(best.values, dtype=float)
+    for n, v in limits.items():
+        x0[params.index(n)] = v
+    res = _single_fit(nll, fixed, x0, minos, strategy, tol, hesse)
+    if not (math.isfinite(res.nll) and res.nll <= best.nll + SAME_MINIMUM):
+        return None
+    return FitResult(**{**res.__dict__, "at_limit": True, "fixed_at_limit": tuple(limits)})
 
 
 def _better(a: FitResult, b: FitResult) -> bool:
@@ -315,6 +410,11 @@ def _better(a: FitResult, b: FitResult) -> bool:
         return (a is valid) == prefer_valid
     return a.nll < b.nll
 
+
+#: two minima closer than this in −ln L (0.01 in t = Δ(−2 ln L)) are the same minimum
+SAME_MINIMUM = 0.005
+#: a free parameter within this many steps (``error_guess``) of a limit ends "on" it
+LIMIT_TOLERANCE = 1e-3
 
 #: −ln L margin within which a valid minimum beats a lower invalid one (0.05 in −ln L is
 #: 0.1 in Δ(−2 ln L), far below any statistical resolution)

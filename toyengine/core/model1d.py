@@ -115,11 +115,16 @@ class Model1D:
         Convolved into every component with ``convolve=True``.
     grid_step : float
         Grid step ``h`` in observable units (adjusted so that ``lo`` and ``hi`` are nodes).
+    scan_parameters : sequence of str
+        Parameters that exist only under the alternative hypothesis (the mass and width of
+        a signal whose yield can vanish). The fitter's multi-start covers their whole
+        allowed range (:func:`toyengine.fit.fit`), and they are the coordinates of the
+        look-elsewhere scan (:mod:`toyengine.lee`).
     """
 
     def __init__(self, observable: Observable, components: Sequence[Component],
                  parameters: ParameterSet, resolution: Resolution | None = None,
-                 grid_step: float = 0.01):
+                 grid_step: float = 0.01, scan_parameters: Sequence[str] = ()):
         if not components:
             msg = "model needs at least one component"
             raise ModelError(msg)
@@ -129,6 +134,12 @@ class Model1D:
         self.observable = observable
         self.components = tuple(components)
         self.parameters = parameters
+        for pname in scan_parameters:
+            if pname not in parameters:
+                msg = (f"scan parameter {pname!r} is not in the parameter set "
+                       f"{parameters.names}")
+                raise ModelError(msg)
+        self.scan_parameters = tuple(scan_parameters)
         self.resolution = resolution
         names = [c.name for c in self.components]
         if len(set(names)) != len(names):

@@ -43,9 +43,12 @@ class Parameter:
     constraint : Constraint or None
         Optional Gaussian constraint added to the negative log-likelihood.
     step : float or None
-        Starting step for the minimiser (default from the limits or constraint).
+        Starting step of the minimiser (and the unit of randomised multi-start offsets).
     unit : str
         Unit for reports (e.g. ``"MeV"``); informational only.
+    is_yield : bool
+        An event yield: without an explicit ``step`` its step is the Poisson spread
+        ``sqrt(max(|value|, 1))`` of a count of that size.
     """
 
     name: str
@@ -55,6 +58,7 @@ class Parameter:
     constraint: Constraint | None = None
     step: float | None = None
     unit: str = ""
+    is_yield: bool = False
 
     def __post_init__(self) -> None:
         lo, hi = (float(v) for v in self.limits)
@@ -79,14 +83,18 @@ class Parameter:
 
     @property
     def error_guess(self) -> float:
-        """A starting step for the minimiser."""
+        """A starting step for the minimiser, from the model, never from the limits.
+
+        In order: the explicit ``step``; the constraint width; ``sqrt(max(|value|, 1))`` for
+        a yield; else ``max(0.1 |value|, 0.1)``. (A step of 5 % of the limit range made a
+        yield with limits (0, 1e7) start anywhere up to 5e6 in a multi-start.)
+        """
         if self.step is not None:
             return self.step
         if self.constraint is not None:
             return self.constraint.sigma
-        lo, hi = self.limits
-        if math.isfinite(lo) and math.isfinite(hi):
-            return 0.05 * (hi - lo)
+        if self.is_yield:
+            return math.sqrt(max(abs(self.value), 1.0))
         return max(0.1 * abs(self.value), 0.1)
 
 

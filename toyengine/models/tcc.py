@@ -142,6 +142,7 @@ def build_tcc(options: Mapping[str, Any] | None = None,
 
     params: list[Parameter] = []
     comps: list[Component] = []
+    scan: tuple[str, ...] = ()  # exist only with a signal: the multi-start covers them
     signal = opts.signal
     if signal == "bw":
         if opts.decay_structure == "DD_pi":
@@ -149,7 +150,8 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         else:
             m_a, m_b = M_D0, M_D0 + M_PI
         shape = RelativisticBW("delta_m", "gamma", TCC_OFFSET, m_a, m_b, opts.L, opts.radius)
-        params += [Parameter("n_sig", 117.0, (-1000.0, 1e6)),
+        scan = ("delta_m", "gamma")
+        params += [Parameter("n_sig", 117.0, (-1000.0, 1e6), is_yield=True),
                    Parameter("delta_m", -0.273, (-3.0, 3.0), step=0.05),
                    Parameter("gamma", 0.410, (0.0, 5.0), step=0.1)]
         comps.append(Component("signal", "n_sig", shape))
@@ -158,15 +160,16 @@ def build_tcc(options: Mapping[str, Any] | None = None,
 
         uopts = opts.unitarised.model_dump(exclude_none=True)
         ushape = UnitarisedShape(**uopts)
-        params += [Parameter("n_sig", 186.0, (-1000.0, 1e6)),
+        scan = ("delta_m_u",)
+        params += [Parameter("n_sig", 186.0, (-1000.0, 1e6), is_yield=True),
                    Parameter("delta_m_u", -0.359, (-3.0, 3.0), step=0.05)]
         if "g" in ushape.param_names:
-            params.append(Parameter("g", float(uopts.get("g", 8.08)), (0.1, 1e4)))
+            params.append(Parameter("g", float(uopts.get("g", 8.08)), (0.1, 1e4), step=2.0))
         comps.append(Component("signal", "n_sig", ushape))
 
     order = opts.background_order
     names = tuple(f"bkg_phi{k + 1}" for k in range(order))
-    params.append(Parameter("n_bkg", 700.0, (0.0, 1e7)))
+    params.append(Parameter("n_bkg", 700.0, (0.0, 1e7), is_yield=True))
     for name, angle in zip(names, _sphere_angles_for_flat(order), strict=True):
         params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
     comps.append(Component("background", "n_bkg",
@@ -174,10 +177,11 @@ def build_tcc(options: Mapping[str, Any] | None = None,
     tb = opts.three_body_order
     if tb is not None:
         tnames = tuple(f"bkg3_phi{k + 1}" for k in range(tb))
-        params.append(Parameter("n_bkg3", 100.0, (0.0, 1e7)))
+        params.append(Parameter("n_bkg3", 100.0, (0.0, 1e7), is_yield=True))
         for name, angle in zip(tnames, _sphere_angles_for_flat(tb), strict=True):
             params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
         comps.append(Component("background3", "n_bkg3",
                                PhaseSpacePolynomial(tnames, TCC_OFFSET, (M_D0, M_D0, M_PI), lo, hi),
                                convolve=False))
-    return Model1D(obs, comps, ParameterSet(tuple(params)), reso, opts.grid_step)
+    return Model1D(obs, comps, ParameterSet(tuple(params)), reso, opts.grid_step,
+                   scan_parameters=scan)

@@ -457,4 +457,6 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
                         grid_options={k: v for k, v in opts["grid"].items() if v is not None},
                         name=f"zc4100[{hyp}]")
     model.options = opts  # type: ignore[attr-defined]
+    # the Z_c mass and width exist only with a Z_c: the multi-start covers their range
+    model.scan_parameters = ("m_zc", "w_zc") if hyp == "nominal" else ()  # type: ignore[attr-defined]
     return model

@@ -34,10 +34,11 @@ TOY_VARS = {
     "minos_lower": ("hypothesis", "param"), "minos_upper": ("hypothesis", "param"),
     "nll": ("hypothesis",), "valid": ("hypothesis",), "edm": ("hypothesis",),
     "nfcn": ("hypothesis",), "fit_time": ("hypothesis",), "status": ("hypothesis",),
-    "gof": ("hypothesis",), "n_events": (),
+    "gof": ("hypothesis",), "n_best": ("hypothesis",), "n_events": (),
 }
-_FILL = {"valid": False, "nfcn": 0, "status": 0, "n_events": -1}
-_DTYPE = {"valid": bool, "nfcn": np.int64, "status": np.int8, "n_events": np.int64}
+_FILL = {"valid": False, "nfcn": 0, "status": 0, "n_best": 0, "n_events": -1}
+_DTYPE = {"valid": bool, "nfcn": np.int64, "status": np.int8, "n_best": np.int64,
+          "n_events": np.int64}
 
 
 def plan_chunks(n_variants: int, toys: int, chunk_size: int, start: int = 0,

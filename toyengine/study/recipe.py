@@ -93,6 +93,78 @@ def _n_events(data: Any) -> int:
         return -1
 
 
+def _fit_order(spec: StudySpec) -> list[int]:
+    """Hypothesis indices in fitting order: for a nested test (kind ``significance``) the
+    null hypothesis first, so that its minimum can start the alternative's fit."""
+    order = list(range(len(spec.hypotheses)))
+    h0 = spec.test.get("h0")
+    if spec.kind == "significance" and h0 in spec.hypotheses:
+        i0 = spec.hypotheses.index(h0)
+        order.remove(i0)
+        order.insert(0, i0)
+    return order
+
+
+def _nested_starts(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any],
+                   h: int) -> list[np.ndarray]:
+    """The null minimum embedded in the alternative model, as an extra start of its fit.
+
+    For a nested test (kind ``significance``) the alternative ``h1`` contains the null
+    ``h0``: shared parameters take their fitted ``h0`` values, the parameters of ``h1``
+    alone are set to 0 where their limits allow (the signal yield or amplitude; the model
+    then equals ``h0``) and keep their nominal value otherwise (the scan parameters, which
+    do not exist under ``h0``). MIGRAD only descends from there, so the ``h1`` minimum
+    cannot end above the ``h0`` one and t = 2 (nll_h0 − nll_h1) ≥ 0 up to the tolerance.
+    """
+    if spec.kind != "significance" or spec.test.get("h1") != spec.hypotheses[h]:
+        return []
+    i0 = spec.hypotheses.index(spec.test["h0"])
+    r0 = fitted.get(i0)
+    if r0 is None or not math.isfinite(r0.nll):
+        return []
+    null = dict(zip(r0.names, r0.values, strict=True))
+    zero = _null_embedding(hyps[h], set(null))
+    x = []
+    for p in hyps[h].parameters:
+        lo, hi = p.limits
+        if p.name in null and math.isfinite(null[p.name]):
+            x.append(min(max(null[p.name], lo), hi))
+        else:
+            x.append(zero.get(p.name, p.value))
+    return [np.array(x, dtype=float)]
+
+
+def _null_embedding(model: Any, null_names: set[str]) -> dict[str, float]:
+    """Parameters of an alternative model that are absent from the null and set to 0 to
+    recover it (free, not scan parameters, 0 within their limits): the signal yield or
+    amplitude."""
+    scan = set(getattr(model, "scan_parameters", ()))
+    return {p.name: 0.0 for p in model.parameters
+            if p.name not in null_names and p.name not in scan and not p.fixed
+            and p.limits[0] <= 0.0 <= p.limits[1]}
+
+
+def _collapse_to_null(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any], h: int,
+                      res: Any) -> Any:
+    """An alternative fit that ended with its signal fixed at zero *is* the null model: its
+    minimum over the remaining parameters is the null fit's, so it takes the null's −ln L
+    (t = 0 exactly, rather than minimiser noise of either sign)."""
+    if spec.kind != "significance" or spec.test.get("h1") != spec.hypotheses[h]:
+        return res
+    r0 = fitted.get(spec.hypotheses.index(spec.test["h0"]))
+    if r0 is None or not math.isfinite(r0.nll):
+        return res
+    # the signal strengths bounded at zero (a yield, a magnitude); a free phase is not one
+    zero = [n for n in _null_embedding(hyps[h], set(r0.names))
+            if 0.0 in hyps[h].parameters[n].limits]
+    if zero and set(zero) <= set(res.fixed_at_limit) and all(
+            res.value(n) == 0.0 for n in zero):
+        from dataclasses import replace
+
+        return replace(res, nll=r0.nll)
+    return res
+
+
 def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = None) -> ChunkResult:
     """Run the toys of one chunk and return their records (pure: same input, same output).
 
@@ -118,8 +190,10 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
         "fit_time": np.full((n, nh), np.nan),
         "status": np.zeros((n, nh), dtype=np.int8),
         "gof": np.full((n, nh), np.nan),
+        "n_best": np.zeros((n, nh), dtype=np.int64),
         "n_events": np.full(n, -1, dtype=np.int64),
     }
+    order = _fit_order(spec)
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
         try:
@@ -131,13 +205,19 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             a["status"][i] = STATUS_EXCEPTION
             continue
         a["n_events"][i] = _n_events(data)
-        for h, model in enumerate(hyps):
+        fitted: dict[int, Any] = {}
+        for h in order:
+            model = hyps[h]
             try:
                 nll = model.nll(data)
+                extra = _nested_starts(spec, hyps, fitted, h)
                 res = fit(nll, model.parameters, starts=spec.fit["starts"],
                           rng=fit_rng(spec.seed, t, h, vkey),
                           minos=spec.fit["minos"], strategy=spec.fit["strategy"],
-                          hesse=spec.fit["hesse"])
+                          hesse=spec.fit["hesse"],
+                          scan=getattr(model, "scan_parameters", ()), extra_starts=extra)
+                res = _collapse_to_null(spec, hyps, fitted, h, res)
+                fitted[h] = res
             except Exception as exc:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
@@ -155,6 +235,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             a["nfcn"][i, h] = res.nfcn
             a["fit_time"][i, h] = res.time
             a["status"][i, h] = res.status
+            a["n_best"][i, h] = res.n_best
             derived = getattr(model, "derived", None)
             if derived is not None and res.valid:
                 # derived quantities (e.g. fit fractions): value only, error NaN

@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 import pytest
-
-from toyengine import Chunk, run_chunk
+from scipy import stats
 from toyengine.fit import SAME_MINIMUM, _start_points, fit
 from toyengine.params import Parameter, ParameterSet
 from toyengine.spec import StudySpec
+
+from toyengine import Chunk, run_chunk
 
 
 def _two_wells(x: np.ndarray) -> float:
@@ -122,3 +123,64 @@ def test_nested_significance_toys_have_t_nonnegative_and_zero_at_zero_signal():
     assert at_zero.sum() >= 3
     assert np.all(t[at_zero] == 0.0)
     assert np.all(a["n_best"][:, h1] >= 1)
+
+
+SCAN_SPEC = """
+name: sig-scan
+kind: significance
+seed: 11
+toys: 3
+models:
+  H0:
+    builder: tcc
+    options: {signal: none, background_order: 1}
+    parameters: {n_bkg: 150}
+  H1:
+    builder: tcc
+    options: {signal: bw, background_order: 1}
+    parameters:
+      n_sig: {value: 5.0, limits: [0.0, 500.0]}
+      n_bkg: 150
+      delta_m: {value: -0.273, limits: [-3.0, 3.0]}
+      gamma: {value: 0.41, limits: [0.02, 2.0]}
+generate: H0
+hypotheses: [H0, H1]
+test: {h0: H0, h1: H1, ndof: 3, observed: 12.0}
+fit: {starts: 8, scan: {grid: [4, 2], toys: 2}}
+"""
+
+
+def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
+    import xarray as xr
+    from toyengine.recipe import param_axis, scan_plan
+    from toyengine.runner import _truth_and_reference
+
+    from toyengine.store import create_store, open_results, write_chunk
+    from toyengine.summary.significance import significance_summary
+
+    spec = StudySpec.from_text(SCAN_SPEC)
+    names, points = scan_plan(spec)
+    assert names == ("delta_m", "gamma") and points.shape == (8, 2)
+    assert points[0].tolist() == [-2.25, 0.515] and points[-1].tolist() == [2.25, 1.505]
+    params = param_axis(spec)
+    res = run_chunk(spec, Chunk(0, 0, 0, 3), params)
+    a = res.arrays
+    t = 2.0 * (a["nll"][:, 0] - a["nll"][:, 1])
+    scan = a["scan_t"]
+    assert np.all(np.isfinite(scan[:2])) and np.all(np.isnan(scan[2]))  # toys: 2
+    assert np.all(scan[:2] >= -2 * SAME_MINIMUM)
+    # the global H1 fit is at least as good as every fixed-(δm, Γ) point
+    assert np.all(scan[:2].max(axis=1) <= t[:2] + 2 * SAME_MINIMUM)
+    truth, ref = _truth_and_reference(spec, params)
+    store = tmp_path / "s.zarr"
+    create_store(store, spec, params, truth, ref, 3)
+    import zarr
+
+    write_chunk(zarr.open_group(str(store), mode="r+"), res)
+    ds = open_results(store)
+    assert isinstance(ds, xr.Dataset) and ds.attrs["lee_dof"] == 1 and ds.attrs["lee_one_sided"]
+    np.testing.assert_array_equal(ds["scan_t"].values[0], scan)
+    s = significance_summary(ds, min_toys_for_fit=1000)
+    assert s.lee is not None and s.lee["dim"] == 2 and s.lee["n_scans"] == 2
+    # local: p = ½ P(χ²_1 > 12) (one-sided yield), two-sided Z = Φ⁻¹(1 − p/2)
+    assert s.z_local == pytest.approx(float(stats.norm.isf(0.25 * stats.chi2.sf(12.0, 1))))

@@ -94,3 +94,36 @@ def test_bad_input_is_one_clear_error():
         calibrate(np.zeros((5, 4, 4)), (1.0,))
     with pytest.raises(SummaryError, match="shape"):
         calibrate(np.zeros(5))
+
+
+def test_significance_summary_reports_local_and_global_z_from_toy_scans():
+    """A store whose toys carry 1-D scans (χ²_1 fields, two-sided): the summary's z_global
+    is the Gross–Vitells extrapolation of those scans, z_local the fixed-θ χ²_1 one, and the
+    toy p-value uses the toys' maxima (the global statistic)."""
+    from toyengine.summary.significance import significance_summary
+    from toyengine.summary.testing import make_results_dataset
+
+    rng = np.random.default_rng(5)
+    scans = gaussian_fields(rng, 400, (120,), 6.0) ** 2
+    t = scans.max(axis=1)
+    nll = np.stack([100.0 + t / 2, np.full(t.size, 100.0)], axis=1)[None]
+    ds = make_results_dataset(params=["n_sig"], hypotheses=["H0", "H1"],
+                              value=np.zeros((1, t.size, 2, 1)), nll=nll,
+                              status=np.ones((1, t.size, 2), np.int8), kind="significance",
+                              h0="H0", h1="H1", ndof_wilks=3, observed_t=25.0)
+    ds["scan_t"] = (("variant", "toy", "scan_point"), scans[None])
+    ds.attrs.update(scan_grid=[120], lee_dof=1, lee_one_sided=0)
+    s = significance_summary(ds)
+    cal = calibrate(scans, 1.0, dof=1)
+    assert s.z_global == pytest.approx(cal.z_global(25.0)[0])
+    assert s.z_local == pytest.approx(5.0, abs=1e-9)       # √25: χ²_1, two-sided Z
+    assert 3.5 < s.z_global < s.z_local                    # the trials factor costs ~1σ
+    assert s.z_toys_is_lower_limit and s.p_toys_count == (0, 400)
+    assert s.z_toys == pytest.approx(float(stats.norm.isf(s.p_toys_interval[1] / 2)))
+    assert s.z_chi2_wilks == pytest.approx(float(stats.norm.isf(stats.chi2.sf(25, 3) / 2)))
+    d = s.to_dict()
+    for key in ("p_toys", "p_toys_interval", "z_local", "z_global", "ndof_mixture",
+                "ndof_mixture_err", "z_chi2_wilks"):
+        assert d[key] is not None, key
+    txt = s.to_text()
+    assert "Z global (Gross–Vitells)" in txt and "no toy exceeds" in txt

@@ -21,7 +21,7 @@ import zarr
 
 from .._version import __version__
 from ..errors import StoreError
-from ..study.recipe import Chunk, ChunkResult
+from ..study.recipe import Chunk, ChunkResult, scan_plan
 from ..study.spec import StudySpec
 
 __all__ = ["FORMAT_VERSION", "StoreInfo", "create_store", "extend_store", "mark_done",
@@ -54,12 +54,23 @@ def plan_chunks(n_variants: int, toys: int, chunk_size: int, start: int = 0,
     return out
 
 
+def _toy_vars(spec: StudySpec) -> tuple[dict[str, tuple[str, ...]], int]:
+    """The per-toy variables of ``spec``'s store and its number of scan points: ``scan_t``
+    (dims ``variant, toy, scan_point``) only for a study with a look-elsewhere scan."""
+    plan = scan_plan(spec)
+    if plan is None:
+        return TOY_VARS, 0
+    return {**TOY_VARS, "scan_t": ("scan_point",)}, len(plan[1])
+
+
 def _toy_block(spec: StudySpec, params: Sequence[str], toys: range,
                chunk_size: int) -> dict[str, xr.Variable]:
     nv, nh, npar = len(spec.variants), len(spec.hypotheses), len(params)
-    sizes = {"variant": nv, "toy": len(toys), "hypothesis": nh, "param": npar}
+    toy_vars, n_scan = _toy_vars(spec)
+    sizes = {"variant": nv, "toy": len(toys), "hypothesis": nh, "param": npar,
+             "scan_point": n_scan}
     out = {}
-    for name, extra in TOY_VARS.items():
+    for name, extra in toy_vars.items():
         dims = ("variant", "toy", *extra)
         shape = tuple(sizes[d] for d in dims)
         arr = np.full(shape, _FILL.get(name, np.nan), dtype=_DTYPE.get(name, float))
@@ -69,7 +80,9 @@ def _toy_block(spec: StudySpec, params: Sequence[str], toys: range,
 
 def _encoding(ds: xr.Dataset, chunk_size: int) -> dict[str, dict]:
     enc = {}
-    for name in TOY_VARS:
+    for name in ds.data_vars:
+        if "toy" not in ds[name].dims:
+            continue
         shape = ds[name].shape
         enc[name] = {"chunks": (1, min(chunk_size, shape[1]), *shape[2:])}
     return enc
@@ -124,6 +137,18 @@ def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth
         "fit_minos": int(spec.fit["minos"]),
         "fit_hesse": int(spec.fit["hesse"]),
     }
+    plan = scan_plan(spec)
+    if plan is not None:
+        from ..study.recipe import lee_local_dof
+        from ..study.spec import build_model
+
+        h1 = build_model(spec, spec.variants[0], spec.test["h1"])
+        h0 = build_model(spec, spec.variants[0], spec.test["h0"])
+        dof, one_sided = lee_local_dof(h1, set(h0.parameters.names))
+        attrs.update({"scan_parameters": " ".join(plan[0]),
+                      "scan_grid": [int(k) for k in spec.fit["scan"]["grid"]],
+                      "lee_dof": dof, "lee_one_sided": int(one_sided)})
+        data["scan_points"] = xr.Variable(("scan_point", "scan_parameter"), plan[1])
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     tmp = path.with_name(path.name + ".creating")
     if tmp.exists():

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from ..core.fit import STATUS_EXCEPTION, fit
-from ..errors import FitFailureWarning
+from ..errors import FitFailureWarning, ModelError
 from .reference import generator_model
 from .seeds import data_streams, fit_rng
 from .spec import StudySpec, build_model, load_fixed_data
 
-__all__ = ["Chunk", "ChunkResult", "param_axis", "run_chunk"]
+__all__ = ["Chunk", "ChunkResult", "lee_local_dof", "param_axis", "run_chunk", "scan_plan"]
 
 
 
@@ -144,6 +144,24 @@ def _null_embedding(model: Any, null_names: set[str]) -> dict[str, float]:
             and p.limits[0] <= 0.0 <= p.limits[1]}
 
 
+def _signal_strengths(model: Any, null_names: set[str]) -> list[str]:
+    """The parameters of :func:`_null_embedding` bounded at zero (a yield, a magnitude; a
+    free phase is not one): all at zero, the alternative model is the null."""
+    return [n for n in _null_embedding(model, null_names)
+            if 0.0 in model.parameters[n].limits]
+
+
+def lee_local_dof(model: Any, null_names: set[str]) -> tuple[int, bool]:
+    """Degrees of freedom of t at fixed scan parameters (the free parameters of the
+    alternative alone, scan parameters excluded) and whether the local statistic is
+    one-sided (a single yield bounded at zero: ½ χ²_1, Chernoff 1954)."""
+    scan = set(getattr(model, "scan_parameters", ()))
+    extra = [p for p in model.parameters
+             if p.name not in null_names and p.name not in scan and not p.fixed]
+    one_sided = len(extra) == 1 and 0.0 in extra[0].limits
+    return len(extra), one_sided
+
+
 def _collapse_to_null(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any], h: int,
                       res: Any) -> Any:
     """An alternative fit that ended with its signal fixed at zero *is* the null model: its
@@ -154,15 +172,66 @@ def _collapse_to_null(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any], 
     r0 = fitted.get(spec.hypotheses.index(spec.test["h0"]))
     if r0 is None or not math.isfinite(r0.nll):
         return res
-    # the signal strengths bounded at zero (a yield, a magnitude); a free phase is not one
-    zero = [n for n in _null_embedding(hyps[h], set(r0.names))
-            if 0.0 in hyps[h].parameters[n].limits]
+    zero = _signal_strengths(hyps[h], set(r0.names))
     if zero and set(zero) <= set(res.fixed_at_limit) and all(
             res.value(n) == 0.0 for n in zero):
         from dataclasses import replace
 
         return replace(res, nll=r0.nll)
     return res
+
+
+def scan_plan(spec: StudySpec) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """The look-elsewhere scan of a significance study (``fit.scan``), or None.
+
+    Returns the alternative model's scan parameters and the grid points, shape
+    ``(n_points, n_scan)``: ``grid[i]`` bin centres spanning parameter ``i``'s limits, the
+    first parameter varying slowest (C order, so ``scan_t`` reshapes to ``grid``).
+    """
+    scan = spec.fit.get("scan")
+    if not scan:
+        return None
+    h1 = build_model(spec, spec.variants[0], spec.test["h1"])
+    names = tuple(n for n in getattr(h1, "scan_parameters", ())
+                  if not h1.parameters[n].fixed)
+    grid = scan["grid"]
+    if len(names) != len(grid):
+        msg = (f"fit.scan.grid has {len(grid)} entries but the model {spec.test['h1']!r} has "
+               f"the free scan parameters {names}")
+        raise ModelError(msg)
+    axes = []
+    for n, k in zip(names, grid, strict=True):
+        lo, hi = h1.parameters[n].limits
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            msg = f"fit.scan: scan parameter {n!r} needs finite limits, has {(lo, hi)}"
+            raise ModelError(msg)
+        axes.append(lo + (np.arange(k) + 0.5) * (hi - lo) / k)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return names, np.stack([m.ravel() for m in mesh], axis=1)
+
+
+def _scan_toy(model: Any, data: Any, names: tuple[str, ...], points: np.ndarray,
+              r0: Any, nll0: float, spec: StudySpec) -> np.ndarray:
+    """``t(θ) = 2 (nll_h0 − nll_h1(θ))`` at each scan point θ, the other parameters fitted
+    from the null minimum with the signal at its nominal start (one start per point;
+    a signal ending at zero is refitted fixed there, giving t = 0)."""
+    out = np.full(len(points), np.nan)
+    if r0 is None or not math.isfinite(nll0):
+        return out
+    nll = model.nll(data)
+    null = dict(zip(r0.names, r0.values, strict=True))
+    base = model.parameters.with_values(
+        {n: v for n, v in null.items() if n in model.parameters and math.isfinite(v)})
+    zero = _signal_strengths(model, set(null))
+    for j, row in enumerate(points):
+        fixed = base.updated({n: {"value": float(v), "fixed": True}
+                              for n, v in zip(names, row, strict=True)})
+        res = fit(nll, fixed, strategy=spec.fit["strategy"])
+        if zero and set(zero) <= set(res.fixed_at_limit):
+            out[j] = 0.0  # the signal vanished: h1 at this θ is h0
+        elif math.isfinite(res.nll):
+            out[j] = 2.0 * (nll0 - res.nll)
+    return out
 
 
 def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = None) -> ChunkResult:
@@ -194,6 +263,10 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
         "n_events": np.full(n, -1, dtype=np.int64),
     }
     order = _fit_order(spec)
+    plan = scan_plan(spec)
+    if plan is not None:
+        a["scan_t"] = np.full((n, len(plan[1])), np.nan)
+        scan_toys = spec.fit["scan"]["toys"]
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
         try:
@@ -244,6 +317,12 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
                     a["value"][i, h, dcols] = derived(res.values)
                 except Exception:  # noqa: BLE001 - leaves NaN
                     pass
+            if (plan is not None and spec.hypotheses[h] == spec.test["h1"]
+                    and (scan_toys is None or t < scan_toys)):
+                i0 = spec.hypotheses.index(spec.test["h0"])
+                r0 = fitted.get(i0)
+                a["scan_t"][i] = _scan_toy(model, data, plan[0], plan[1], r0,
+                                           r0.nll if r0 is not None else math.nan, spec)
             gof = getattr(model, "gof_statistic", None) if spec.kind == "goodness_of_fit" else None
             if gof is not None and res.valid:
                 try:

@@ -220,9 +220,13 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
         raise SpecError("hypotheses", hyps, "distinct model names", source)
 
     fit = f.fit.model_dump() if f.fit is not None else {"starts": 1, "minos": False,
-                                                         "strategy": None, "hesse": None}
+                                                         "strategy": None, "hesse": None,
+                                                         "scan": None,
+                                                         "global_observables": "sample"}
     if fit["hesse"] is None:
         fit["hesse"] = f.kind not in NO_HESSE_KINDS
+    if fit.get("scan") is not None and f.kind != "significance":
+        raise SpecError("fit.scan", fit["scan"], "only for kind 'significance'", source)
     test = _dump(f.test) if f.test is not None else {}
     for key in ("h0", "h1"):
         if key in test and test[key] not in hyps:

@@ -102,6 +102,15 @@ class ModelPatch(StrictModel):
     parameters: Parameters | None = Field(None, description="parameter overrides")
 
 
+class ScanSettings(StrictModel):
+    """Per-toy scan of t over the scan parameters (look-elsewhere calibration)."""
+
+    grid: Annotated[list[Annotated[int, Field(ge=1, le=1000)]], Len(1, 2)] = Field(
+        description="points per scan parameter (1 or 2 parameters)")
+    toys: int | None = Field(None, ge=1, le=MAX_TOYS, description="scan only the first N "
+                             "toys (default all)")
+
+
 class FitSettings(StrictModel):
     """How every toy is fitted."""
 
@@ -110,6 +119,11 @@ class FitSettings(StrictModel):
     strategy: Literal[0, 1, 2] | None = Field(None, description="MIGRAD strategy")
     hesse: bool | None = Field(None, description="run HESSE (default: yes, except for kinds "
                                "significance and jp_rejection)")
+    scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
+                                      "(significance only)")
+    global_observables: Literal["sample", "fixed"] = Field(
+        "sample", description="'sample': each toy draws its Gaussian constraints' means "
+        "around the generation value (unconditional toys); 'fixed': conditional toys")
 
 
 class TestSettings(StrictModel):

@@ -39,6 +39,7 @@ from ._common import (
     jsonable,
     require_vars,
 )
+from .lee import LEECalibration, calibrate
 from .tables import Cell, Table
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "clopper_pearson",
     "empirical_pvalue",
     "fit_chi2_ndof",
+    "lee_calibration",
     "p_to_z",
     "significance_summary",
     "test_statistic",
@@ -639,6 +641,25 @@ class SignificanceSummary:
     tail : tuple of TailCheck
         Toy tail fractions at the χ² thresholds of 1, 2, 3σ.
     include_failed : bool
+    p_toys, p_toys_interval, p_toys_count : float, (lo, hi), (n_exceed, n_toys)
+        Toy p-value of ``observed_t``, its Clopper–Pearson interval and the counts. The
+        toys repeat the whole fit, scan included: this p-value is a global one.
+    z_toys, z_toys_is_lower_limit : float, bool
+        Two-sided Z of ``p_toys``; when no toy exceeds, the Z of the interval's upper end,
+        a lower limit.
+    z_chi2_wilks : float
+        Two-sided Z from χ²(Wilks ndof).
+    ndof_mixture, ndof_mixture_err, z_mixture : float
+        The χ² fit (``chi2_fit``; by default the zero-mass mixture ``w δ(0) + (1−w) χ²(k)``)
+        and the Z it gives.
+    z_local : float
+        Z at fixed scan parameters (the local significance of Gross & Vitells: χ²_s with
+        s = ``lee_dof``, halved when one-sided); NaN without a look-elsewhere scan.
+    p_global, p_global_err, z_global, z_global_err : float
+        Look-elsewhere-corrected p and Z from the Gross–Vitells extrapolation calibrated
+        on the toys' scans (:mod:`toyengine.summary.lee`), with the calibration error.
+    lee : dict or None
+        The calibration (dimension, dof, levels, mean counts, coefficients, scans used).
     """
 
     kind: str
@@ -662,6 +683,21 @@ class SignificanceSummary:
     pvalues: tuple[PValue, ...] = field(default=())
     tail: tuple[TailCheck, ...] = field(default=())
     include_failed: bool = False
+    p_toys: float = math.nan
+    p_toys_interval: tuple[float, float] = (math.nan, math.nan)
+    p_toys_count: tuple[int, int] = (0, 0)
+    z_toys: float = math.nan
+    z_toys_is_lower_limit: bool = False
+    z_chi2_wilks: float = math.nan
+    ndof_mixture: float = math.nan
+    ndof_mixture_err: float = math.nan
+    z_mixture: float = math.nan
+    z_local: float = math.nan
+    p_global: float = math.nan
+    p_global_err: float = math.nan
+    z_global: float = math.nan
+    z_global_err: float = math.nan
+    lee: dict[str, Any] | None = None
 
     @property
     def is_rejection(self) -> bool:
@@ -732,6 +768,9 @@ class SignificanceSummary:
             align="ll",
         )
         tables = [t1]
+        head = self._headline_table()
+        if head is not None:
+            tables.append(head)
         if self.pvalues:
             hdr = ("method", "ndof", "p", "p range", "Z one-sided", "Z two-sided", "Z2 range")
             cells = []
@@ -852,6 +891,52 @@ class SignificanceSummary:
             )
         return tables
 
+    def _headline_table(self) -> Table | None:
+        """Toy, Wilks, mixture, local and global Z at the observed t (the JSON keys)."""
+        if self.is_rejection or not math.isfinite(self.observed_t):
+            return None
+        rows: list[tuple[str, str, float]] = []
+        k, n = self.p_toys_count
+        if n:
+            lo, hi = self.p_toys_interval
+            rows.append(("p_toys (n_exceed / n_toys) [CP 68%]",
+                         f"{fmt_num(self.p_toys, 3)} ({k}/{n}) [{fmt_num(lo, 2)}, "
+                         f"{fmt_num(hi, 2)}]", self.p_toys))
+            z = fmt_num(self.z_toys, 3)
+            rows.append(("Z toys", f"> {z} (no toy exceeds)" if self.z_toys_is_lower_limit
+                         else z, self.z_toys))
+        rows.append(("Z χ²(Wilks ndof)", fmt_num(self.z_chi2_wilks, 3), self.z_chi2_wilks))
+        if math.isfinite(self.ndof_mixture):
+            rows.append(("Z mixture (ndof_mixture)",
+                         f"{fmt_num(self.z_mixture, 3)} ({fmt_num(self.ndof_mixture, 3)} ± "
+                         f"{fmt_num(self.ndof_mixture_err, 2)})", self.z_mixture))
+        if self.lee is not None:
+            rows.append(("Z local (fixed scan parameters)", fmt_num(self.z_local, 3),
+                         self.z_local))
+            rows.append(("p global (Gross–Vitells)",
+                         f"{fmt_num(self.p_global, 3)} ± {fmt_num(self.p_global_err, 2)}",
+                         self.p_global))
+            rows.append(("Z global (Gross–Vitells)",
+                         f"{fmt_num(self.z_global, 3)} ± {fmt_num(self.z_global_err, 2)}",
+                         self.z_global))
+        notes = ["Two-sided Z = Φ⁻¹(1 − p/2). The toys repeat the whole fit (scan included), "
+                 "so p_toys is a global p-value."]
+        if self.lee is not None:
+            notes.append(
+                f"Look-elsewhere: {self.lee['dim']}-D Gross–Vitells extrapolation, local "
+                f"χ²({self.lee['dof']:g}){' one-sided' if self.lee['one_sided'] else ''}, "
+                f"calibrated on {self.lee['n_scans']} toy scans at u = "
+                f"{', '.join(f'{u:g}' for u in self.lee['levels'])}.")
+        return Table(
+            title=f"Significance of observed t = {fmt_num(self.observed_t, 4)}: headline",
+            headers=(Cell.of("quantity"), Cell.of("value")),
+            rows=tuple((Cell.of(a), Cell.of(b)) for a, b, _ in rows),
+            csv_header=("quantity", "value"),
+            csv_rows=tuple((a, v) for a, _, v in rows),
+            notes=tuple(notes),
+            align="ll",
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-compatible dict (NaN → None)."""
         return jsonable(self)  # type: ignore[no-any-return]
@@ -873,13 +958,65 @@ def _fit_pvalue(fit: Chi2Fit, t_obs: float) -> PValue:
     return PValue.make(f"fitted χ²(ndof={fmt_num(fit.ndof, 3)})", fit.ndof, p, min(ps), max(ps))
 
 
+def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: float,
+              fit: Chi2Fit | None, cl: float) -> dict[str, Any]:
+    """The headline numbers at ``t_obs``: toy p and Z, Z from Wilks and from the fitted
+    mixture, local and look-elsewhere-corrected global Z (Gross–Vitells)."""
+    out: dict[str, Any] = {}
+    if fit is not None:
+        out.update(ndof_mixture=fit.ndof, ndof_mixture_err=fit.ndof_err)
+    lee = lee_calibration(ds, v)
+    if lee is not None:
+        out["lee"] = {"dim": lee.dim, "dof": lee.dof, "one_sided": lee.one_sided,
+                      "levels": list(lee.levels), "mean_counts": list(lee.means),
+                      "coefficients": list(lee.coefficients), "n_scans": lee.n_scans}
+    if not math.isfinite(t_obs):
+        return out
+    if used.size:
+        e = empirical_pvalue(used, t_obs, cl)
+        lower = e.n_exceed == 0
+        out.update(p_toys=e.p, p_toys_interval=(e.lo, e.hi), p_toys_count=(e.n_exceed,
+                   e.n_toys), z_toys=float(p_to_z(e.hi if lower else e.p)),
+                   z_toys_is_lower_limit=lower)
+    if math.isfinite(ndof_w):
+        out["z_chi2_wilks"] = float(p_to_z(chi2_pvalue(t_obs, ndof_w)))
+    if fit is not None:
+        out["z_mixture"] = float(p_to_z(fit.pvalue(t_obs)))
+    if lee is not None:
+        p, dp = lee.p_global(t_obs)
+        z, dz = lee.z_global(t_obs)
+        out.update(z_local=float(p_to_z(lee.p_local(t_obs))), p_global=p, p_global_err=dp,
+                   z_global=z, z_global_err=dz)
+    return out
+
+
+def lee_calibration(ds: xr.Dataset, variant: int = 0,
+                    levels: tuple[float, ...] = ()) -> LEECalibration | None:
+    """Gross–Vitells calibration from the toys' look-elsewhere scans (``scan_t``), or None
+    when the store has none. The grid axes with a single point are dropped (a 12 × 1 grid
+    is a 1-D scan)."""
+    if "scan_t" not in ds.variables:
+        return None
+    grid = [int(k) for k in np.atleast_1d(ds.attrs.get("scan_grid", []))]
+    scans = np.asarray(ds["scan_t"].isel(variant=variant).values, dtype=float)
+    scans = scans[np.all(np.isfinite(scans), axis=1)]
+    if scans.shape[0] < 2 or not grid:
+        return None
+    shape = [k for k in grid if k > 1]
+    if not 1 <= len(shape) <= 2:
+        return None
+    return calibrate(scans.reshape(scans.shape[0], *shape), levels,
+                     dof=float(ds.attrs.get("lee_dof", 1)),
+                     one_sided=bool(ds.attrs.get("lee_one_sided", 0)))
+
+
 def significance_summary(
     ds: xr.Dataset,
     variant: int | str = 0,
     *,
     include_failed: bool = False,
     fit_scale: bool = False,
-    zero_mass: bool = False,
+    zero_mass: bool = True,
     cl: float = CL_1SIGMA,
     tail_z: Sequence[float] = (1.0, 2.0, 3.0),
     min_toys_for_fit: int = 20,
@@ -905,7 +1042,9 @@ def significance_summary(
     fit_scale : bool
         Also fit a scale in the χ²-ndof fit.
     zero_mass : bool
-        Fit a point mass at t = 0 in the χ²-ndof fit (see :func:`fit_chi2_ndof`).
+        Fit a point mass at t = 0 in the χ²-ndof fit (default; see
+        :func:`fit_chi2_ndof`): a signal yield bounded at zero puts a finite fraction of the
+        toys at t = 0, which the censored single χ² misdescribes.
     cl : float
         Clopper–Pearson confidence level.
     tail_z : sequence of float
@@ -961,8 +1100,9 @@ def significance_summary(
             e = empirical_pvalue(used, thr, cl)
             tail.append(TailCheck(float(z), ndof_ref, thr, pe, e.p, e.lo, e.hi, e.n_exceed, n_used))
 
+    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl) if nested else {}
     names = ds["variant_name"].values if "variant_name" in ds else None
-    return SignificanceSummary(
+    return SignificanceSummary(**extra,
         kind=kind,
         study_name=str(ds.attrs.get("study_name", "")),
         variant=v,

@@ -164,6 +164,27 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _cmd_data(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import numpy as np
+
+    from ..store import spec_of_store
+    from ..study.recipe import toy_data
+    from ..study.spec import load_spec
+
+    src = Path(args.source)
+    spec = spec_of_store(src) if src.is_dir() else load_spec(src)
+    data = toy_data(spec, args.toy, args.variant)
+    save = getattr(data, "save_npz", None)
+    if save is not None:
+        save(args.out)
+    else:
+        np.savez(args.out, x=np.asarray(data, dtype=float))
+    print(args.out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="toyengine", description="Distributed toy studies for likelihood fits.")
     p.add_argument("--debug", action="store_true",
@@ -200,6 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("store")
     m.add_argument("--format", default="text", choices=["text", "markdown", "csv", "json"])
     m.set_defaults(func=_cmd_summary)
+
+    d = sub.add_parser("data", help="write the exact data set of one toy (rebuilt from the "
+                       "seeds) as .npz")
+    d.add_argument("source", help="result store (or study file)")
+    d.add_argument("--toy", type=int, required=True, help="toy index")
+    d.add_argument("--variant", type=int, default=0, help="variant index (default 0)")
+    d.add_argument("--out", required=True, help="output .npz (1-D models: array 'x'; "
+                   "Dalitz models: the <run>/m2_kpi, <run>/m2_etacpi arrays their loader reads)")
+    d.set_defaults(func=_cmd_data)
 
     pl = sub.add_parser("plot", help="write PNG plots of a store")
     pl.add_argument("store")

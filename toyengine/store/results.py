@@ -25,7 +25,8 @@ from ..study.recipe import Chunk, ChunkResult, scan_plan
 from ..study.spec import StudySpec
 
 __all__ = ["FORMAT_VERSION", "StoreInfo", "create_store", "extend_store", "mark_done",
-           "open_results", "plan_chunks", "read_chunks", "store_info", "write_chunk"]
+           "open_results", "plan_chunks", "read_chunks", "spec_of_store", "store_info",
+           "write_chunk"]
 
 FORMAT_VERSION = 1
 #: variables with dims (variant, toy, ...) written per chunk
@@ -34,7 +35,7 @@ TOY_VARS = {
     "minos_lower": ("hypothesis", "param"), "minos_upper": ("hypothesis", "param"),
     "nll": ("hypothesis",), "valid": ("hypothesis",), "edm": ("hypothesis",),
     "nfcn": ("hypothesis",), "fit_time": ("hypothesis",), "status": ("hypothesis",),
-    "gof": ("hypothesis",), "n_best": ("hypothesis",), "n_events": (),
+    "gof": ("hypothesis",), "n_best": ("hypothesis",), "global_obs": ("param",), "n_events": (),
 }
 _FILL = {"valid": False, "nfcn": 0, "status": 0, "n_best": 0, "n_events": -1}
 _DTYPE = {"valid": bool, "nfcn": np.int64, "status": np.int8, "n_best": np.int64,
@@ -136,6 +137,7 @@ def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth
         "fit_starts": int(spec.fit["starts"]),
         "fit_minos": int(spec.fit["minos"]),
         "fit_hesse": int(spec.fit["hesse"]),
+        "study_dir": str(spec.base_dir),
     }
     plan = scan_plan(spec)
     if plan is not None:
@@ -187,6 +189,20 @@ class StoreInfo:
 
     def done(self) -> np.ndarray:
         return np.asarray(self.group["chunk_done"][:], dtype=bool)
+
+
+def spec_of_store(path: str | Path) -> StudySpec:
+    """The study that made the store at ``path`` (its YAML text, root seed and, for
+    relative input files, the study file's directory recorded at creation)."""
+    info = StoreInfo(path)
+    text = str(info.attrs.get("study_yaml", ""))
+    base = str(info.attrs.get("study_dir", "."))
+    spec = StudySpec.from_text(text, f"{path} (study_yaml)", base)
+    spec = spec.with_overrides(toys=info.toys, seed=int(info.attrs["root_seed"]))
+    if spec.digest != info.attrs.get("spec_digest"):
+        msg = f"{path}: the stored study text does not reproduce the store's digest"
+        raise StoreError(msg)
+    return spec
 
 
 def store_info(path: str | Path) -> StoreInfo:

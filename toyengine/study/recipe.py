@@ -31,10 +31,11 @@ import numpy as np
 from ..core.fit import STATUS_EXCEPTION, fit
 from ..errors import FitFailureWarning, ModelError
 from .reference import generator_model
-from .seeds import data_streams, fit_rng
-from .spec import StudySpec, build_model, load_fixed_data
+from .seeds import data_streams, fit_rng, global_observables_rng
+from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["Chunk", "ChunkResult", "lee_local_dof", "param_axis", "run_chunk", "scan_plan"]
+__all__ = ["Chunk", "ChunkResult", "global_observables", "lee_local_dof", "param_axis",
+           "run_chunk", "scan_plan", "toy_data", "toy_nll"]
 
 
 
@@ -210,7 +211,7 @@ def scan_plan(spec: StudySpec) -> tuple[tuple[str, ...], np.ndarray] | None:
     return names, np.stack([m.ravel() for m in mesh], axis=1)
 
 
-def _scan_toy(model: Any, data: Any, names: tuple[str, ...], points: np.ndarray,
+def _scan_toy(model: Any, nll: Any, names: tuple[str, ...], points: np.ndarray,
               r0: Any, nll0: float, spec: StudySpec) -> np.ndarray:
     """``t(θ) = 2 (nll_h0 − nll_h1(θ))`` at each scan point θ, the other parameters fitted
     from the null minimum with the signal at its nominal start (one start per point;
@@ -218,7 +219,6 @@ def _scan_toy(model: Any, data: Any, names: tuple[str, ...], points: np.ndarray,
     out = np.full(len(points), np.nan)
     if r0 is None or not math.isfinite(nll0):
         return out
-    nll = model.nll(data)
     null = dict(zip(r0.names, r0.values, strict=True))
     base = model.parameters.with_values(
         {n: v for n, v in null.items() if n in model.parameters and math.isfinite(v)})
@@ -232,6 +232,132 @@ def _scan_toy(model: Any, data: Any, names: tuple[str, ...], points: np.ndarray,
         elif math.isfinite(res.nll):
             out[j] = 2.0 * (nll0 - res.nll)
     return out
+
+
+def _constrained(spec: StudySpec, variant: Variant, params: tuple[str, ...]) -> list[
+        tuple[int, float, float]]:
+    """``(param-axis index, generation value, sigma)`` of every Gaussian-constrained
+    parameter of the hypotheses, in parameter-axis order. The generation value is the
+    generator's value of that parameter, else the constraint mean."""
+    gen = build_model(spec, variant, variant.generate)
+    seen: dict[str, tuple[float, float]] = {}
+    for h in spec.hypotheses:
+        for p in build_model(spec, variant, h).parameters:
+            if p.constraint is not None and not p.fixed and p.name not in seen:
+                val = gen.parameters[p.name].value if p.name in gen.parameters \
+                    else p.constraint.mean
+                seen[p.name] = (val, p.constraint.sigma)
+    return [(params.index(n), *seen[n]) for n in params if n in seen]
+
+
+def _nominal_global_observables(spec: StudySpec, variant: Variant,
+                                params: tuple[str, ...]) -> np.ndarray:
+    out = np.full(len(params), np.nan)
+    for h in spec.hypotheses:
+        for p in build_model(spec, variant, h).parameters:
+            if p.constraint is not None and not p.fixed and np.isnan(out[params.index(p.name)]):
+                out[params.index(p.name)] = p.constraint.mean
+    return out
+
+
+def global_observables(spec: StudySpec, variant: Variant, toy: int,
+                       params: tuple[str, ...]) -> np.ndarray:
+    """The auxiliary measurements of toy ``toy``: the mean of every Gaussian constraint.
+
+    With ``fit.global_observables: sample`` (default) each constraint mean is drawn from
+    ``N(generation value, sigma)``, as an unconditional frequentist ensemble must (Cowan,
+    Cranmer, Gross, Vitells, Eur. Phys. J. C 71 (2011) 1554, Sect. 2; the RooStats and pyhf
+    convention), from a stream of its own (:func:`toyengine.study.seeds.global_observables_rng`)
+    — independent of the data streams, the same for every variant. With ``fixed`` the
+    means stay at their configured values (conditional toys). NaN for unconstrained
+    parameters.
+    """
+    out = _nominal_global_observables(spec, variant, params)
+    if spec.fit.get("global_observables", "sample") == "fixed":
+        return out
+    terms = _constrained(spec, variant, params)
+    if not terms:
+        return out
+    z = global_observables_rng(spec.seed, toy).standard_normal(len(terms))
+    for (i, val, sig), zi in zip(terms, z, strict=True):
+        out[i] = val + sig * zi
+    return out
+
+
+class _ShiftedConstraints:
+    """``nll`` with its Gaussian constraint means moved to a toy's global observables:
+    adds ``Σ [(x − μ')² − (x − μ)²] / (2 σ²)``, linear in x (and its gradient)."""
+
+    def __init__(self, nll: Any, idx: np.ndarray, mu: np.ndarray, mu_new: np.ndarray,
+                 sig: np.ndarray):
+        self._nll = nll
+        self._idx = idx
+        self._a = (mu - mu_new) / sig**2          # d/dx of the added term
+        self._b = float(np.sum((mu_new**2 - mu**2) / (2.0 * sig**2)))
+        if getattr(nll, "grad", None) is not None:
+            self.grad = self._grad
+        if getattr(nll, "hessian", None) is not None:
+            self.hessian = nll.hessian  # the added term is linear: same second derivatives
+
+    def __call__(self, x: np.ndarray) -> float:
+        x = np.asarray(x, dtype=float)
+        return float(self._nll(x)) + float(self._a @ x[self._idx]) + self._b
+
+    def _grad(self, x: np.ndarray) -> np.ndarray:
+        g = np.array(self._nll.grad(x), dtype=float)
+        g[self._idx] += self._a
+        return g
+
+
+def _with_global_observables(nll: Any, parameters: Any, gobs: np.ndarray,
+                             pindex: dict[str, int]) -> Any:
+    idx, mu, sig = parameters.constraint_terms()
+    if idx.size == 0:
+        return nll
+    names = [parameters.names[i] for i in idx]
+    mu_new = np.array([gobs[pindex[n]] for n in names])
+    keep = np.isfinite(mu_new) & (mu_new != mu)
+    if not keep.any():
+        return nll
+    return _ShiftedConstraints(nll, idx[keep], mu[keep], mu_new[keep], sig[keep])
+
+
+def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
+    """The exact data set the engine fitted in toy ``toy`` of variant ``variant``.
+
+    Rebuilt from the seeds (nothing extra is stored): the generator model sampled with the
+    toy's data stream, or the study's fixed data set for kinds that refit one. Its −ln L
+    under a hypothesis at the stored fitted values reproduces the stored ``nll`` (with the
+    toy's global observables, :func:`global_observables`, in the constraint terms).
+    """
+    if not 0 <= variant < len(spec.variants):
+        msg = f"variant {variant} is out of range: the study has {len(spec.variants)}"
+        raise ModelError(msg)
+    if not 0 <= toy:
+        msg = f"toy {toy} must be >= 0"
+        raise ModelError(msg)
+    v = spec.variants[variant]
+    gen = generator_model(spec, v)
+    fixed = load_fixed_data(spec, gen)
+    if fixed is not None:
+        return fixed
+    return gen.sample(gen.parameters.values,
+                      data_streams(spec.seed, toy, None if spec.paired else v.index))
+
+
+def toy_nll(spec: StudySpec, toy: int, hypothesis: str, values: np.ndarray,
+            variant: int = 0) -> float:
+    """−ln L of toy ``toy`` under ``hypothesis`` at ``values`` (that model's parameter
+    order), global observables included: what the engine minimised."""
+    v = spec.variants[variant]
+    params = param_axis(spec)
+    model = build_model(spec, v, hypothesis)
+    gen = build_model(spec, v, v.generate)
+    gobs = (global_observables(spec, v, toy, params) if load_fixed_data(spec, gen) is None
+            else _nominal_global_observables(spec, v, params))
+    nll = _with_global_observables(model.nll(toy_data(spec, toy, variant)), model.parameters,
+                                   gobs, {n: i for i, n in enumerate(params)})
+    return float(nll(np.asarray(values, dtype=float)))
 
 
 def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = None) -> ChunkResult:
@@ -260,6 +386,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
         "status": np.zeros((n, nh), dtype=np.int8),
         "gof": np.full((n, nh), np.nan),
         "n_best": np.zeros((n, nh), dtype=np.int64),
+        "global_obs": np.full((n, npar), np.nan),
         "n_events": np.full(n, -1, dtype=np.int64),
     }
     order = _fit_order(spec)
@@ -278,11 +405,15 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             a["status"][i] = STATUS_EXCEPTION
             continue
         a["n_events"][i] = _n_events(data)
+        gobs = (global_observables(spec, v, t, params) if fixed is None
+                else _nominal_global_observables(spec, v, params))
+        a["global_obs"][i] = gobs
         fitted: dict[int, Any] = {}
         for h in order:
             model = hyps[h]
             try:
-                nll = model.nll(data)
+                nll = _with_global_observables(model.nll(data), model.parameters, gobs,
+                                               pindex)
                 extra = _nested_starts(spec, hyps, fitted, h)
                 res = fit(nll, model.parameters, starts=spec.fit["starts"],
                           rng=fit_rng(spec.seed, t, h, vkey),
@@ -321,7 +452,7 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
                     and (scan_toys is None or t < scan_toys)):
                 i0 = spec.hypotheses.index(spec.test["h0"])
                 r0 = fitted.get(i0)
-                a["scan_t"][i] = _scan_toy(model, data, plan[0], plan[1], r0,
+                a["scan_t"][i] = _scan_toy(model, nll, plan[0], plan[1], r0,
                                            r0.nll if r0 is not None else math.nan, spec)
             gof = getattr(model, "gof_statistic", None) if spec.kind == "goodness_of_fit" else None
             if gof is not None and res.valid:

@@ -14,6 +14,8 @@ domain               key                                       used for
 ``DATA_UNPAIRED``=2  ``(variant, toy, component_id, slot)``     generated data, ``paired: false``
 ``MODEL`` = 3        ``(variant,)``                             random variants' model building
 ``FIT`` = 4          ``(toy, hypothesis)`` (+ variant unpaired) multi-start points of a fit
+``GLOBAL_OBS`` = 5   ``(toy,)``                                 constraint means (global
+                                                               observables) of unconditional toys
 ===================  ========================================  ==================================
 
 ``component_id`` and ``slot`` (0: the component's Poisson count, 1: its per-event draws) are
@@ -30,13 +32,15 @@ import numpy as np
 
 from ..core.streams import DataStreams
 
-__all__ = ["DATA", "DATA_UNPAIRED", "FIT", "MODEL", "data_streams", "fit_rng", "model_rng",
+__all__ = ["DATA", "DATA_UNPAIRED", "FIT", "GLOBAL_OBS", "MODEL", "data_streams", "fit_rng",
+           "global_observables_rng", "model_rng",
            "seed_sequence"]
 
 DATA = 1
 DATA_UNPAIRED = 2
 MODEL = 3
 FIT = 4
+GLOBAL_OBS = 5
 
 
 def seed_sequence(root_seed: int, domain: int, *key: int) -> np.random.SeedSequence:
@@ -63,3 +67,9 @@ def fit_rng(root_seed: int, toy: int, hypothesis: int,
     the same for every variant, unless ``variant`` is given)."""
     key = (toy, hypothesis) if variant is None else (toy, hypothesis, variant)
     return np.random.default_rng(seed_sequence(root_seed, FIT, *key))
+
+
+def global_observables_rng(root_seed: int, toy: int) -> np.random.Generator:
+    """The generator of toy ``toy``'s global observables (constraint means): the same for
+    every variant, independent of the data streams."""
+    return np.random.default_rng(seed_sequence(root_seed, GLOBAL_OBS, toy))

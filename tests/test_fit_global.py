@@ -184,3 +184,19 @@ def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
     assert s.lee is not None and s.lee["dim"] == 2 and s.lee["n_scans"] == 2
     # local: p = ½ P(χ²_1 > 12) (one-sided yield), two-sided Z = Φ⁻¹(1 − p/2)
     assert s.z_local == pytest.approx(float(stats.norm.isf(0.25 * stats.chi2.sf(12.0, 1))))
+
+
+def test_toys_for_precision():
+    from toyengine.errors import ToyEngineError
+    from toyengine.runner import toys_for_precision
+
+    # p = 0.01 from 10/1000: relative error 0.31; 10 % needs (1 − p)/(p · 0.01) = 9900 toys
+    assert toys_for_precision(10, 1000, 0.1, 10**6) == 9900
+    assert toys_for_precision(10, 1000, 0.1, 5000) == 5000          # capped
+    assert toys_for_precision(100, 1000, 0.1, 10**6) == 1000        # 0.095 <= 0.1: done
+    # nothing exceeds yet: p is guessed at the upper end of the central 68 % CP interval,
+    # 1 − 0.1587^(1/n) ≈ 1.84e-3
+    hi = 1.0 - ((1.0 - 0.682689492137086) / 2) ** (1.0 / 1000)
+    assert toys_for_precision(0, 1000, 0.1, 10**6) == math.ceil((1 - hi) / (hi * 0.01))
+    with pytest.raises(ToyEngineError, match="precision"):
+        toys_for_precision(1, 10, 1.5, 100)

@@ -33,10 +33,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         probe_scheduler(scheduler, security, args.connect_timeout)
     check_store_path(args.store)
     spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
-    report = run_study(spec, args.store, workers=args.workers, scheduler=scheduler,
-                       chunk_size=args.chunk_size, security=security,
-                       progress=None if args.quiet else sys.stderr, yes=args.yes,
-                       connect_timeout=args.connect_timeout)
+    kw = {"workers": args.workers, "scheduler": scheduler, "chunk_size": args.chunk_size,
+          "security": security, "progress": None if args.quiet else sys.stderr,
+          "yes": args.yes, "connect_timeout": args.connect_timeout}
+    if args.precision is not None:
+        from ..run.runner import run_to_precision
+
+        report = run_to_precision(spec, args.store, args.precision, args.max_toys, **kw)
+    else:
+        report = run_study(spec, args.store, **kw)
     return finish_run(report, args.store, args.summary)
 
 
@@ -169,7 +174,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from ..store import spec_of_store
+    from ..store.results import spec_of_store
     from ..study.recipe import toy_data
     from ..study.spec import load_spec
 
@@ -209,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--yes", action="store_true",
                    help="run even if the study's size estimate asks for confirmation")
     r.add_argument("--summary", action="store_true", help="print the summary at the end")
+    r.add_argument("--precision", type=_positive_float, help="significance studies: add toys until "
+                   "the toy p-value of test.observed has this relative error")
+    r.add_argument("--max-toys", type=_int_at_least(1), default=100000,
+                   help="upper bound on toys with --precision (default 100000)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.set_defaults(func=_cmd_run)
 

@@ -922,8 +922,12 @@ class SignificanceSummary:
         notes = ["Two-sided Z = Φ⁻¹(1 − p/2). The toys repeat the whole fit (scan included), "
                  "so p_toys is a global p-value."]
         if self.lee is not None:
+            lee = self.lee
+            profiled = " (2-D scan profiled over its 2nd axis)" \
+                if lee["dim"] < lee["scan_dims"] else ""
             notes.append(
-                f"Look-elsewhere: {self.lee['dim']}-D Gross–Vitells extrapolation, local "
+                f"Look-elsewhere: {self.lee['dim']}-D Gross–Vitells extrapolation{profiled}, "
+                "local "
                 f"χ²({self.lee['dof']:g}){' one-sided' if self.lee['one_sided'] else ''}, "
                 f"calibrated on {self.lee['n_scans']} toy scans at u = "
                 f"{', '.join(f'{u:g}' for u in self.lee['levels'])}.")
@@ -968,6 +972,8 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
     lee = lee_calibration(ds, v)
     if lee is not None:
         out["lee"] = {"dim": lee.dim, "dof": lee.dof, "one_sided": lee.one_sided,
+                      "scan_dims": len([k for k in np.atleast_1d(ds.attrs.get("scan_grid", []))
+                                        if int(k) > 1]),
                       "levels": list(lee.levels), "mean_counts": list(lee.means),
                       "coefficients": list(lee.coefficients), "n_scans": lee.n_scans}
     if not math.isfinite(t_obs):
@@ -994,7 +1000,8 @@ def lee_calibration(ds: xr.Dataset, variant: int = 0,
                     levels: tuple[float, ...] = ()) -> LEECalibration | None:
     """Gross–Vitells calibration from the toys' look-elsewhere scans (``scan_t``), or None
     when the store has none. The grid axes with a single point are dropped (a 12 × 1 grid
-    is a 1-D scan)."""
+    is a 1-D scan). A 2-D calibration with a non-positive coefficient (an unresolved second
+    direction) falls back to 1-D upcrossings of the scan maximised over its second axis."""
     if "scan_t" not in ds.variables:
         return None
     grid = [int(k) for k in np.atleast_1d(ds.attrs.get("scan_grid", []))]
@@ -1005,9 +1012,16 @@ def lee_calibration(ds: xr.Dataset, variant: int = 0,
     shape = [k for k in grid if k > 1]
     if not 1 <= len(shape) <= 2:
         return None
-    return calibrate(scans.reshape(scans.shape[0], *shape), levels,
-                     dof=float(ds.attrs.get("lee_dof", 1)),
-                     one_sided=bool(ds.attrs.get("lee_one_sided", 0)))
+    kw = {"dof": float(ds.attrs.get("lee_dof", 1)),
+          "one_sided": bool(ds.attrs.get("lee_one_sided", 0))}
+    fields = scans.reshape(scans.shape[0], *shape)
+    cal = calibrate(fields, levels, **kw)
+    if cal.dim == 2 and min(cal.coefficients) <= 0:
+        # Euler-characteristic coefficients are intrinsic volumes (> 0): a non-positive one
+        # means the grid or the toys cannot resolve the second direction. Fall back to the
+        # 1-D upcrossings of the profile over it (max over the second scan parameter).
+        cal = calibrate(fields.max(axis=2), levels[:1] if levels else (), **kw)
+    return cal
 
 
 def significance_summary(

@@ -20,9 +20,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from toyengine.fit import fit
-from toyengine.recipe import Chunk, build_model, param_axis, run_chunk, toy_seed
-from toyengine.spec import load_spec
+from toyengine.core.fit import fit
+from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.seeds import toy_seed
+from toyengine.study.spec import build_model, load_spec
 from toyengine.summary.significance import fit_chi2_ndof
 
 

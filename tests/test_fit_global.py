@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from toyengine.fit import SAME_MINIMUM, _start_points, fit
-from toyengine.params import Parameter, ParameterSet
-from toyengine.spec import StudySpec
 
-from toyengine import Chunk, run_chunk
+from toyengine.core.fit import SAME_MINIMUM, _start_points, fit
+from toyengine.core.params import Parameter, ParameterSet
+from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.spec import StudySpec
 
 
 def _two_wells(x: np.ndarray) -> float:
@@ -113,7 +113,7 @@ def test_nested_significance_toys_have_t_nonnegative_and_zero_at_zero_signal():
     t = 2.0 * (a["nll"][:, h0] - a["nll"][:, h1])
     # MIGRAD only descends from the embedded null start: t >= 0 up to its tolerance
     assert np.all(t >= -2 * SAME_MINIMUM), t
-    names = run_chunk.__globals__["param_axis"](spec)
+    names = param_axis(spec)
     n_sig = a["value"][:, h1, names.index("n_sig")]
     at_zero = n_sig == 0.0
     # background-only toys, fixed signal shape, n_sig >= 0: many end at zero signal (the
@@ -152,10 +152,10 @@ fit: {starts: 8, scan: {grid: [4, 2], toys: 2}}
 
 def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
     import xarray as xr
-    from toyengine.recipe import param_axis, scan_plan
-    from toyengine.runner import _truth_and_reference
 
+    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, open_results, write_chunk
+    from toyengine.study.recipe import param_axis, scan_plan
     from toyengine.summary.significance import significance_summary
 
     spec = StudySpec.from_text(SCAN_SPEC)
@@ -188,7 +188,7 @@ def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
 
 def test_toys_for_precision():
     from toyengine.errors import ToyEngineError
-    from toyengine.runner import toys_for_precision
+    from toyengine.run.runner import toys_for_precision
 
     # p = 0.01 from 10/1000: relative error 0.31; 10 % needs (1 − p)/(p · 0.01) = 9900 toys
     assert toys_for_precision(10, 1000, 0.1, 10**6) == 9900

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toyengine import Chunk, run_chunk
-from toyengine.recipe import param_axis, toy_data, toy_nll
-from toyengine.spec import StudySpec
+from toyengine.study.recipe import Chunk, param_axis, run_chunk, toy_data, toy_nll
+from toyengine.study.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +69,7 @@ def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
     # name the 1-D loader reads
     import zarr
 
-    from toyengine.runner import _truth_and_reference
+    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
 
     spec2 = spec.with_overrides(seed=123)  # a --seed override is recorded in the store
@@ -84,7 +83,7 @@ def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
     r = subprocess.run([sys.executable, "-m", "toyengine.cli", "data", str(store), "--toy", "3",
                         "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
-    from toyengine.recipe import build_model
+    from toyengine.study.spec import build_model
 
     model = build_model(spec2, spec2.variants[0], "B")
     with np.load(out) as f:
@@ -92,7 +91,7 @@ def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
     np.testing.assert_array_equal(x, toy_data(spec2, 3))
     assert not np.array_equal(x, toy_data(spec, 3))
     # −ln L of the written data at the stored fitted values, global observable included
-    from toyengine.recipe import _with_global_observables
+    from toyengine.study.recipe import _with_global_observables
 
     nll = _with_global_observables(model.nll(x), model.parameters,
                                    res.arrays["global_obs"][3], {n: i for i, n in

@@ -170,7 +170,8 @@ _MINUITS = threading.local()
 _MAX_MINUITS = 16
 
 
-def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet) -> Minuit:
+def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
+                use_hessian: bool = True) -> Minuit:
     """A Minuit object for ``params`` bound to ``nll``, in its initial state.
 
     Building one costs ~0.2 ms (more than a T_cc+ NLL call), so it is kept per thread and
@@ -180,7 +181,7 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet) -> Min
     second derivatives.
     """
     has_grad = getattr(nll, "grad", None) is not None
-    has_hess = has_grad and getattr(nll, "hessian", None) is not None
+    has_hess = use_hessian and has_grad and getattr(nll, "hessian", None) is not None
     cache = getattr(_MINUITS, "cache", None)
     if cache is None:
         cache = _MINUITS.cache = {}
@@ -205,6 +206,17 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet) -> Min
 def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
                 minos: bool, strategy: int | None, tol: float | None,
                 hesse: bool = True) -> FitResult:
+    res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
+    if res.status == STATUS_EXCEPTION and getattr(nll, "hessian", None) is not None:
+        # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
+        # positive definite (a start far from the minimum): start again without the seed
+        res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, False)
+    return res
+
+
+def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
+                     x0: np.ndarray, minos: bool, strategy: int | None, tol: float | None,
+                     hesse: bool, use_hessian: bool) -> FitResult:
     t0 = time.perf_counter()
     grad = getattr(nll, "grad", None)
     if strategy is None:
@@ -215,7 +227,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = _minuit_for(nll, params)
+            m = _minuit_for(nll, params, use_hessian)
             m.values = x0
             m.strategy = strategy
             m.tol = _DEFAULT_TOL if tol is None else tol

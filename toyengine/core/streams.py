@@ -20,6 +20,9 @@ __all__ = ["DataStreams", "as_streams", "component_id", "poisson_quantile"]
 
 _COUNT_SLOT = 0
 _EVENT_SLOT = 1
+#: spawn-key word after the prefix for models that take a plain generator (component ids
+#: come from a 32-bit hash and always carry a slot after them, so this key cannot collide)
+_WHOLE_TOY = 2**32
 
 
 def component_id(name: str) -> int:
@@ -72,6 +75,20 @@ class DataStreams:
         same numbers whatever ``n`` is.
         """
         return np.random.default_rng(self._ss(component, _EVENT_SLOT))
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - forwards to numpy.random.Generator
+        """Models that take a plain ``numpy.random.Generator`` (e.g. user plug-ins calling
+        ``rng.poisson``/``rng.random``) get one generator for the whole toy, keyed by the
+        same prefix: still the same numbers for every variant (paired), but not prefix-stable
+        per component; use :meth:`count` and :meth:`events` for that."""
+        if name.startswith("__"):
+            raise AttributeError(name)
+        gen = self.__dict__.get("_whole_toy")
+        if gen is None:
+            gen = np.random.default_rng(np.random.SeedSequence(
+                self.root_seed, spawn_key=(*self.prefix, _WHOLE_TOY)))
+            self.__dict__["_whole_toy"] = gen
+        return getattr(gen, name)
 
 
 def as_streams(rng: np.random.Generator | DataStreams) -> DataStreams:

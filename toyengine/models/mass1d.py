@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,8 @@ OPTIONS: dict[str, tuple[bool, str]] = {
     "resolution": (False, "{kind, <its parameters>, scale}: convolved into every component "
                    "(default none); kinds: " + ", ".join(sorted(RESOLUTION_KINDS))),
     "grid_step": (False, "grid step in observable units (default (hi - lo) / 1500)"),
+    "scan": (False, "parameters that exist only with the signal (e.g. its mass and width): "
+             "the fit's multi-start spreads starts over their whole range (default none)"),
 }
 
 
@@ -83,6 +85,7 @@ class Mass1dOptions(BuilderOptions):
     components: list[dict[str, Any]] = Field(description=OPTIONS["components"][1])
     resolution: dict[str, Any] | None = Field(None, description=OPTIONS["resolution"][1])
     grid_step: FiniteFloat | None = Field(None, gt=0, description=OPTIONS["grid_step"][1])
+    scan: list[str] | None = Field(None, description=OPTIONS["scan"][1])
 
 
 #: keys of a parameter declaration
@@ -486,5 +489,14 @@ def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = N
         if n not in used:
             raise OptionError(f"parameters.{n}", pdecl[n], "a parameter read by a component "
                               "(this one is unused)")
-    params = ParameterSet((*declared.values(), *extra))
-    return Model1D(observable, components, params, resolution, float(grid_step))
+    yields = {c.yield_param for c in components}
+    params = ParameterSet(tuple(replace(p, is_yield=True) if p.name in yields else p
+                                for p in (*declared.values(), *extra)))
+    scan = opts.get("scan") or []
+    if not isinstance(scan, list):
+        raise OptionError("scan", scan, "a list of parameter names")
+    for k, n in enumerate(scan):
+        if n not in params.names:
+            raise OptionError(f"scan[{k}]", n, f"a declared parameter ({list(params.names)})")
+    return Model1D(observable, components, params, resolution, float(grid_step),
+                   scan_parameters=tuple(scan))

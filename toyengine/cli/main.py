@@ -191,7 +191,11 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .._version import __version__
+
     p = _Parser(prog="toyengine", description="Distributed toy studies for likelihood fits.")
+    p.add_argument("--version", action="version", version=f"toyengine {__version__}",
+                   help="print the version and exit")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (for bug reports)")
     sub = p.add_subparsers(dest="command", required=True)

@@ -93,4 +93,6 @@ def test_store_is_bit_identical(study, workers, chunk, clients, tmp_path):
     # every attribute of the reference (new ones may be added), dtypes as stored; compared
     # as JSON so that a NaN attribute equals itself
     for k, v in want_attrs.items():
+        if k in ref.VOLATILE_ATTRS:  # references saved before study_dir was declared volatile
+            continue
         assert json.dumps(got_attrs.get(k), sort_keys=True) == json.dumps(v, sort_keys=True), k

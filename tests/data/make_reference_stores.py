@@ -29,8 +29,9 @@ OUT = Path(__file__).resolve().parent / "reference_stores"
 
 #: store variables that measure the machine, not the toy: never compared
 MACHINE_FIELDS = ("fit_time",)
-#: attributes that legitimately differ between runs of the same study
-VOLATILE_ATTRS = ("toyengine_version", "chunk_size")
+#: attributes that legitimately differ between runs of the same study (``study_dir`` is
+#: where the study file lies on this machine, provenance for ``toyengine data``)
+VOLATILE_ATTRS = ("toyengine_version", "chunk_size", "study_dir")
 #: toys per variant of the small studies, by study folder (kinds that refit one data set
 #: keep their 1); Dalitz fits cost seconds each
 TOYS = {"tcc": 4, "zc4100": 2, "examples": 4}

@@ -460,6 +460,9 @@ class UnbinnedNLL:
     def __call__(self, x: np.ndarray) -> float:
         x = np.asarray(x, dtype=float)
         yields = x[self.model._yield_idx]
+        if not yields.sum() > 0.0:
+            return 1e300  # no expected events: outside the model (negative yields may only
+            #               cancel part of the total), as for a non-finite value below
         dens = self.event_densities(x)
         logd = np.log(np.maximum(dens, 1e-300))
         if self.weights is None:

@@ -11,8 +11,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import zarr
-
 from toyengine import load_spec, run_study
 from toyengine.store import create_store, write_chunk
 from toyengine.study.recipe import Chunk, param_axis, run_chunk
@@ -48,11 +46,10 @@ def main(toys: int = 2000) -> None:
 
         n_par = len(params)
         chunks = create_store(path, spec, params, np.zeros((1, n_par)), np.zeros(n_par), 100)
-        group = zarr.open_group(str(path), mode="r+")
         t0 = time.perf_counter()
         for c in chunks:
             res.chunk = c
-            write_chunk(group, res)
+            write_chunk(path, res, spec.toys, 100)
         per = (time.perf_counter() - t0) / len(chunks)
         print(f"store write + done flag per chunk: {1e3 * per:.1f} ms")
     finally:

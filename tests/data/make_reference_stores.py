@@ -29,9 +29,10 @@ OUT = Path(__file__).resolve().parent / "reference_stores"
 
 #: store variables that measure the machine, not the toy: never compared
 MACHINE_FIELDS = ("fit_time",)
-#: attributes that legitimately differ between runs of the same study (``study_dir`` is
-#: where the study file lies on this machine, provenance for ``toyengine data``)
-VOLATILE_ATTRS = ("toyengine_version", "chunk_size", "study_dir")
+#: attributes that legitimately differ between runs of the same study (``format_version``
+#: is the layout of the store, not its numbers: format 2 moved the done flags into markers;
+#: ``study_dir`` is where the study file lies on this machine, provenance for ``toyengine data``)
+VOLATILE_ATTRS = ("toyengine_version", "chunk_size", "format_version", "study_dir")
 #: toys per variant of the small studies, by study folder (kinds that refit one data set
 #: keep their 1); Dalitz fits cost seconds each
 TOYS = {"tcc": 4, "zc4100": 2, "examples": 4}
@@ -85,7 +86,11 @@ def store_arrays(store: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     store; ``attrs["__dtypes__"]`` holds each array's dtype as stored."""
     import xarray as xr
 
+    from toyengine.store import StoreInfo
+
     ds = xr.open_zarr(store, consolidated=False, chunks=None)
+    if "chunk_done" not in ds:  # format 2: one done marker per chunk, not an array
+        ds = ds.assign(chunk_done=("chunk", StoreInfo(store).done()))
     arrays, dtypes = {}, {}
     for name in [*ds.data_vars, *ds.coords]:
         if name in MACHINE_FIELDS:

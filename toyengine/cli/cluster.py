@@ -94,7 +94,7 @@ def add_commands(subparsers: Any) -> None:
         "run here, the workers are batch jobs. Options override the profile and the Dask "
         "config (toyengine.cluster.*, jobqueue.<system>.*). See cluster/README.md.")
     s.add_argument("study", help="study file (YAML)")
-    s.add_argument("--store", required=True, help="result store path (written by this process)")
+    s.add_argument("--store", required=True, help="result store: a path or an fsspec URL")
     s.add_argument("--cluster", required=True, choices=["slurm", "htcondor"],
                    help="batch system")
     s.add_argument("--profile", help="site profile: Dask config YAML (cluster/profiles/*.yaml)")

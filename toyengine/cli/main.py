@@ -1,4 +1,4 @@
-"""``toyengine run | status | summary | plot`` — thin wrappers over the Python API."""
+"""``toyengine run | status | verify | summary | plot | schema``: thin CLI wrappers."""
 
 from __future__ import annotations
 
@@ -31,22 +31,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if scheduler is not None:  # the address first: nothing else is done for a bad one
         scheduler = parse_scheduler_address(scheduler, args.tls_config)
         probe_scheduler(scheduler, security, args.connect_timeout)
-    check_store_path(args.store)
+    if "://" not in str(args.store):  # a local path; a URL is checked when opened
+        check_store_path(args.store)
     spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
     kw = {"workers": args.workers, "scheduler": scheduler, "chunk_size": args.chunk_size,
           "security": security, "progress": None if args.quiet else sys.stderr,
-          "yes": args.yes, "connect_timeout": args.connect_timeout}
+          "yes": args.yes, "connect_timeout": args.connect_timeout,
+          "storage_options": _storage_options(args), "write": args.write,
+          "worker_timeout": args.worker_timeout}
     if args.precision is not None:
         from ..run.runner import run_to_precision
 
         report = run_to_precision(spec, args.store, args.precision, args.max_toys, **kw)
     else:
         report = run_study(spec, args.store, **kw)
-    return finish_run(report, args.store, args.summary)
+    return finish_run(report, args.store, args.summary, _storage_options(args))
+
+
+def _storage_options(args: argparse.Namespace) -> dict:
+    from ..store.location import parse_storage_options
+
+    return parse_storage_options(getattr(args, "storage_option", None) or [])
 
 
 @contextmanager
-def _reading(store: str) -> Iterator[None]:
+def _reading(store: str, storage_options: dict | None = None) -> Iterator[None]:
     """Turn a failure to read a store's data into one StoreError naming the damaged chunk."""
     try:
         yield
@@ -56,7 +65,7 @@ def _reading(store: str) -> Iterator[None]:
         from ..store.results import find_unreadable_chunk
 
         try:
-            bad = find_unreadable_chunk(store)
+            bad = find_unreadable_chunk(store, storage_options)
         except Exception:  # noqa: BLE001 - the store's metadata itself is unreadable
             bad = None
         if bad is None:
@@ -68,20 +77,22 @@ def _reading(store: str) -> Iterator[None]:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    with _reading(args.store):
+    with _reading(args.store, _storage_options(args)):
         return _status(args)
 
 
 def _status(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..store import StoreInfo, open_results
+    from ..store import StoreInfo, check_chunks, open_results
 
-    info = StoreInfo(args.store)
-    chunks, done = info.chunks(), info.done()
+    opts = _storage_options(args)
+    info = StoreInfo(args.store, storage_options=opts)
+    problems = check_chunks(info)
+    chunks, done = info.chunks(), info.done(problems)
     toys_done = sum(c.size for c in chunks if done[c.index])
     total = sum(c.size for c in chunks)
-    ds = open_results(args.store)
+    ds = open_results(info.loc)
     status = ds["status"].values
     ran = status != 0
     failed = int(np.sum(ran & (status != 1)))
@@ -92,22 +103,45 @@ def _status(args: argparse.Namespace) -> int:
         "chunks_done": int(done.sum()), "chunks_total": len(chunks),
         "toys_done": toys_done, "toys_total": total,
         "fits_run": int(ran.sum()), "fits_failed": failed,
+        "damaged_chunks": [p.describe(info.variant_names) for p in problems],
         "complete": bool(done.all()),
     }
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         for k, v in out.items():
+            if k == "damaged_chunks":
+                for line in v:
+                    print(f"{'damaged':>18}: {line}")
+                continue
             print(f"{k:>18}: {v}")
     return 0 if out["complete"] else 1
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from ..store import StoreInfo, unmark, verify_store
+    from ..store.lease import Lease
+
+    info = StoreInfo(args.store, storage_options=_storage_options(args))
+    with Lease(info.loc, progress=sys.stderr):
+        info = StoreInfo(info.loc)
+        problems = verify_store(info)
+        unmark(info, problems)
+    n_done = int(info.done().sum())
+    for p in problems:
+        print(f"damaged, marked not done: {p.describe(info.variant_names)}")
+    print(f"verified {n_done + len(problems)} done chunk(s) of {info.n_chunks}: "
+          f"{len(problems)} missing or corrupt"
+          + ("; run `toyengine run` again to recompute them" if problems else ""))
+    return 1 if problems else 0
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     from ..store import open_results
     from ..summary import render_summary
 
-    with _reading(args.store):
-        print(render_summary(open_results(args.store), args.format))
+    with _reading(args.store, _storage_options(args)):
+        print(render_summary(open_results(args.store, _storage_options(args)), args.format))
     return 0
 
 
@@ -117,9 +151,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     from ..store import open_results
     from ..summary import write_plots
 
-    outdir = Path(args.outdir or (str(args.store).rstrip("/") + "_plots"))
-    with _reading(args.store):
-        for p in write_plots(open_results(args.store), outdir):
+    default = str(args.store).rstrip("/").rsplit("/", 1)[-1] + "_plots"
+    if "://" not in str(args.store):
+        default = str(args.store).rstrip("/") + "_plots"
+    outdir = Path(args.outdir or default)
+    with _reading(args.store, _storage_options(args)):
+        for p in write_plots(open_results(args.store, _storage_options(args)), outdir):
             print(p)
     return 0
 
@@ -202,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run (or resume, or extend) a study into a result store")
     r.add_argument("study", help="study file (YAML)")
-    r.add_argument("--store", required=True, help="result store path (zarr directory)")
+    r.add_argument("--store", required=True,
+                   help="result store: a path or an fsspec URL (s3://bucket/x.zarr, file://)")
     g = r.add_mutually_exclusive_group()
     g.add_argument("--workers", type=_int_at_least(1),
                    help="local worker processes, >= 1 (default: one per core)")
@@ -223,16 +261,30 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-toys", type=_int_at_least(1), default=100000,
                    help="upper bound on toys with --precision (default 100000)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--write", default="auto", choices=["auto", "workers", "client"],
+                   help="who writes results: each worker its own chunks, or the client "
+                        "(auto: workers when they can reach the store)")
+    r.add_argument("--worker-timeout", type=_positive_float, default=300.0,
+                   help="stop when no worker has been alive for this many seconds")
+    _add_storage_option(r)
     r.set_defaults(func=_cmd_run)
 
-    s = sub.add_parser("status", help="chunks and toys done, failed fits")
+    s = sub.add_parser("status", help="chunks and toys done, failed fits, damaged chunks")
     s.add_argument("store")
     s.add_argument("--json", action="store_true")
+    _add_storage_option(s)
     s.set_defaults(func=_cmd_status)
+
+    v = sub.add_parser("verify", help="read every done chunk; mark missing or corrupt ones "
+                                      "not done")
+    v.add_argument("store")
+    _add_storage_option(v)
+    v.set_defaults(func=_cmd_verify)
 
     m = sub.add_parser("summary", help="significance, pulls and systematic tables")
     m.add_argument("store")
     m.add_argument("--format", default="text", choices=["text", "markdown", "csv", "json"])
+    _add_storage_option(m)
     m.set_defaults(func=_cmd_summary)
 
     d = sub.add_parser("data", help="write the exact data set of one toy (rebuilt from the "
@@ -247,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="write PNG plots of a store")
     pl.add_argument("store")
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
+    _add_storage_option(pl)
     pl.set_defaults(func=_cmd_plot)
 
     sc = sub.add_parser("schema", help="print the JSON Schema of study files (for editors)")
@@ -258,6 +311,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub)
     return p
+
+
+def _add_storage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                   help="fsspec option of the store URL (repeatable), e.g. "
+                        "endpoint_url=http://127.0.0.1:9000; S3 credentials come from the "
+                        "AWS_* environment")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

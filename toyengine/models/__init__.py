@@ -145,6 +145,7 @@ def check_model(model: Any, name: str) -> Any:
 
 
 def _register_shipped() -> None:
+    from .gauss import GaussOptions, build_gauss
     from .mass1d import Mass1dOptions, build_mass1d
     from .tcc import TccOptions, build_tcc
     from .zc4100 import Zc4100Options, build_zc4100
@@ -152,6 +153,7 @@ def _register_shipped() -> None:
     register_builder("mass1d", build_mass1d, Mass1dOptions)
     register_builder("tcc", build_tcc, TccOptions)
     register_builder("zc4100", build_zc4100, Zc4100Options)
+    register_builder("gauss", build_gauss, GaussOptions)
 
 
 _register_shipped()

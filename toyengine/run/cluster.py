@@ -9,7 +9,8 @@ options.
 
 Batch farms go through dask-jobqueue: the scheduler runs inside the submitting process
 (``toyengine submit``), the workers are batch jobs running ``dask worker``, and the client
-in the same process writes the result store (workers never touch it). Worker loss is
+in the same process tracks the run; the workers write their chunks into the store when they
+can reach it (shared file system, object store), else the client does. Worker loss is
 normal on a farm (``--lifetime``, wall time, pre-emption): tasks are pure and seeded per
 toy, so the scheduler re-runs lost chunks with identical numbers, and ``adapt`` replaces
 jobs that end. See ``cluster/README.md`` for every way to run.
@@ -21,10 +22,8 @@ import contextlib
 import copy
 import datetime
 import ipaddress
-import math
 import shutil
 import sys
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +34,8 @@ import dask
 import yaml
 
 from ..errors import ClusterError
+from ..store.location import Location
+from ..store.results import STATE_KEY
 
 __all__ = [
     "DEFAULTS_FILE",
@@ -562,33 +563,12 @@ def job_script(settings: SubmitSettings, *, security: Any = None) -> str:
 
 def farm_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_workers: int,
                     task_seconds: float = 60.0, max_chunks: int = 20000) -> int:
-    """Toys per task on a farm.
+    """Toys per task on a farm: :func:`toyengine.runner.auto_chunk_size` with the farm's
+    configured task length (``task_seconds``) and chunk limit (``max_chunks``)."""
+    from .runner import auto_chunk_size
 
-    About ``task_seconds`` of work per task, but (i) at least four tasks per worker when
-    the study is small enough for that to matter, and (ii) never more than
-    ``max_chunks`` chunks in the store (each chunk is one zarr region per variable).
-    Chunks never span variants, so the counts are per variant × ``n_variants``.
-    """
-    by_time = max(1, int(round(task_seconds / max(seconds_per_toy, 1e-6))))
-    by_balance = max(1, math.ceil(toys * n_variants / (4 * max(n_workers, 1))))
-    size = min(by_time, by_balance, max(toys, 1))
-    by_count = math.ceil(toys * n_variants / max(max_chunks, 1))
-    return int(max(1, size, min(by_count, max(toys, 1))))
-
-
-def _seconds_per_toy(spec: Any, budget: float) -> float:
-    """Time toys in this process: one to build and cache the models, then two more."""
-    from ..study.recipe import Chunk, param_axis, run_chunk
-
-    params = param_axis(spec)
-    t0 = time.perf_counter()
-    run_chunk(spec, Chunk(0, 0, 0, 1), params)
-    first = time.perf_counter() - t0
-    if first > budget or spec.toys < 3:
-        return first
-    t0 = time.perf_counter()
-    run_chunk(spec, Chunk(0, 0, 1, 3), params)
-    return (time.perf_counter() - t0) / 2
+    return auto_chunk_size(seconds_per_toy, toys, n_variants, n_workers, task_seconds,
+                           max_chunks)
 
 
 def _first_submission(cluster: Any, jobs: int) -> None:
@@ -640,7 +620,7 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
     spec : StudySpec
         The study.
     store : path
-        Result store, written by this process only (see ``cluster/README.md``).
+        Result store: a path or an fsspec URL (see ``docs/running-1e7-toys.md``).
     system : {"slurm", "htcondor"}
         Batch system.
     profile : path, optional
@@ -691,8 +671,12 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
                            f"and the job logs (jobqueue.{system}.log-directory); can the "
                            f"batch nodes reach {cluster.scheduler_address}?")
                     raise ClusterError(msg) from exc
-                if chunk_size is None and spec.chunk_size is None and not Path(store).exists():
-                    t = _seconds_per_toy(spec, s.task_seconds)
+                if chunk_size is None and spec.chunk_size is None \
+                        and not Location.of(store).exists(STATE_KEY):
+                    from ..study.recipe import param_axis
+                    from .runner import time_toys
+
+                    t = time_toys(spec, param_axis(spec), budget=min(s.task_seconds, 2.0))
                     chunk_size = farm_chunk_size(t, spec.toys, len(spec.variants), s.workers,
                                                  s.task_seconds, s.max_chunks)
                 return run_study(spec, store, client=client, chunk_size=chunk_size,

@@ -1,10 +1,14 @@
-"""The Dask runner: submit the chunks not yet done, stream results into the store.
+"""The Dask runner: submit the chunks not yet done, track their completion.
 
 Tasks are pure (``run_chunk``) and seeded from ``(root_seed, variant, toy)``, so a task
 that is retried after a worker dies, or re-run after the client dies, produces identical
-numbers. The client writes each finished chunk into its region as soon as it arrives
-(``distributed.as_completed``) and flags it done, so a crash loses at most the chunks in
-flight.
+numbers. The study is shipped to the workers once (a worker plugin, which also reaches
+workers that join later); each task then writes its chunk's region of the store and the
+chunk's done marker itself, and the client only counts completions. For a store that only
+the client can reach (a local path with workers on other machines) the client writes
+instead (``write="client"``; chosen automatically, said in the run report). The whole run
+holds the store's lease, so a second run on the same store waits and then finds the chunks
+done; chunks whose objects are missing or damaged are recomputed.
 """
 
 from __future__ import annotations
@@ -20,11 +24,22 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-import zarr
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..errors import ClusterError, Interrupted, StoreError, ToyEngineError
-from ..store import StoreInfo, create_store, extend_store, write_chunk
-from ..study.recipe import Chunk, param_axis, run_chunk
+from ..store.lease import Lease
+from ..store.location import Location
+from ..store.results import (
+    STATE_KEY,
+    StoreInfo,
+    check_chunks,
+    create_store,
+    extend_store,
+    finish_extension,
+    unmark,
+    write_chunk,
+)
+from ..study.recipe import Chunk, ChunkResult, param_axis, run_chunk
 from ..study.reference import check_degenerate, generator_model
 from ..study.spec import StudySpec, build_model
 from .preflight import (
@@ -36,9 +51,16 @@ from .preflight import (
     probe_scheduler,
 )
 
-__all__ = ["RunReport", "auto_chunk_size", "run_study", "run_to_precision", "toys_for_precision"]
+__all__ = ["RunReport", "auto_chunk_size", "run_study", "run_to_precision", "time_toys",
+           "toys_for_precision"]
 
+#: floor of the automatic task length (seconds of work per chunk)
 TARGET_TASK_SECONDS = 5.0
+#: the automatic chunk size keeps the cluster below this many finished tasks per second
+#: (scheduler, client and store requests): 1000 workers ⇒ 20 s tasks
+MAX_TASK_RATE = 50.0
+#: and the store below this many chunks (each chunk is one object per array)
+MAX_CHUNKS = 20000
 
 
 @dataclass
@@ -56,18 +78,49 @@ class RunReport:
     seconds: float = 0.0
     chunk_size: int = 0
     dashboard: str = ""
+    #: who wrote the results: "workers" (each task its own region) or "client"
+    write: str = ""
+    #: chunks marked done whose objects were missing or damaged (recomputed)
+    repaired: list[str] = field(default_factory=list)
+    #: why the run stopped early (e.g. no worker left), empty if it did not
+    stopped: str = ""
 
     @property
     def complete(self) -> bool:
         return not self.missing_chunks
 
 
-def auto_chunk_size(seconds_per_toy: float, toys: int, n_workers: int) -> int:
-    """Toys per task: about ``TARGET_TASK_SECONDS`` of work, but at least four tasks per
-    worker when the study is small enough for that to matter."""
-    by_time = max(1, int(round(TARGET_TASK_SECONDS / max(seconds_per_toy, 1e-4))))
-    by_balance = max(1, math.ceil(toys / (4 * max(n_workers, 1))))
-    return max(1, min(by_time, by_balance))
+def auto_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_workers: int,
+                    task_seconds: float | None = None, max_chunks: int = MAX_CHUNKS) -> int:
+    """Toys per task.
+
+    About ``task_seconds`` of work per task — by default ``max(TARGET_TASK_SECONDS,
+    n_workers / MAX_TASK_RATE)``, i.e. tens of seconds on clusters of a thousand workers —
+    but (i) at least four tasks per worker when the study is small enough for that to
+    matter, and (ii) never more than ``max_chunks`` chunks in the store. Chunks never
+    span variants, so the counts are per variant × ``n_variants``.
+    """
+    if task_seconds is None:
+        task_seconds = max(TARGET_TASK_SECONDS, n_workers / MAX_TASK_RATE)
+    by_time = max(1, int(round(task_seconds / max(seconds_per_toy, 1e-6))))
+    by_balance = max(1, math.ceil(toys * n_variants / (4 * max(n_workers, 1))))
+    size = min(by_time, by_balance, max(toys, 1))
+    by_count = math.ceil(toys * n_variants / max(max_chunks, 1))
+    return int(max(1, size, min(by_count, max(toys, 1))))
+
+
+def time_toys(spec: StudySpec, params: tuple[str, ...], budget: float = 1.0,
+              max_toys: int = 50) -> float:
+    """Seconds per toy, measured in this process: one toy to build and cache the models
+    (not counted), then toys until ``budget`` seconds or ``max_toys`` toys."""
+    run_chunk(spec, Chunk(0, 0, 0, 1), params)
+    n, t0 = 0, time.perf_counter()
+    while n < min(max_toys, max(spec.toys - 1, 1)):
+        run_chunk(spec, Chunk(0, 0, 1 + n, 2 + n), params)
+        n += 1
+        if time.perf_counter() - t0 > budget:
+            break
+    return (time.perf_counter() - t0) / max(n, 1)
 
 
 class _Progress:
@@ -177,12 +230,6 @@ def check_workers_import(client: Any, spec: StudySpec) -> None:
         raise ClusterError(msg)
 
 
-def _time_one_toy(spec: StudySpec, params: tuple[str, ...]) -> float:
-    t0 = time.perf_counter()
-    run_chunk(spec, Chunk(0, 0, 0, 1), params)
-    return time.perf_counter() - t0
-
-
 def _make_client(workers: int | None, scheduler: str | None, security: Any,
                  connect_timeout: float) -> tuple[Any, Any]:
     from distributed import Client, LocalCluster
@@ -212,7 +259,7 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _store_mismatch(store: Path, info: StoreInfo, spec: StudySpec) -> str:
+def _store_mismatch(store: Location, info: StoreInfo, spec: StudySpec) -> str:
     stored_seed = info.attrs.get("root_seed")
     if isinstance(stored_seed, int) and stored_seed != spec.seed and \
             spec.with_overrides(seed=stored_seed).digest == info.attrs.get("spec_digest"):
@@ -226,20 +273,90 @@ def _store_mismatch(store: Path, info: StoreInfo, spec: StudySpec) -> str:
             "that made it")
 
 
-def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
+#: studies shipped to this process by :class:`StudyPlugin` (name → (spec, params))
+_SHIPPED: dict[str, tuple[StudySpec, tuple[str, ...]]] = {}
+
+
+class StudyPlugin(WorkerPlugin):
+    """Worker plugin carrying the study to every worker once (including workers that join
+    later), instead of with every task."""
+
+    def __init__(self, name: str, spec: StudySpec, params: tuple[str, ...]):
+        self.name, self.spec, self.params = name, spec, params
+
+    def setup(self, worker: Any = None) -> None:
+        _SHIPPED[self.name] = (self.spec, self.params)
+
+    def teardown(self, worker: Any = None) -> None:
+        _SHIPPED.pop(self.name, None)
+
+
+def _shipped(name: str) -> tuple[StudySpec, tuple[str, ...]]:
+    try:
+        return _SHIPPED[name]
+    except KeyError:
+        msg = f"study {name} was not shipped to this worker"
+        raise ToyEngineError(msg) from None
+
+
+def chunk_task(name: str, chunk: Chunk) -> ChunkResult:
+    """Task (client writes): run the chunk, return its arrays."""
+    spec, params = _shipped(name)
+    return run_chunk(spec, chunk, params)
+
+
+def chunk_write_task(name: str, chunk: Chunk, loc: Location, toys: int,
+                     chunk_size: int) -> tuple[int, int, int]:
+    """Task (workers write): run the chunk, write its region and done marker; returns
+    ``(index, toys, failed fits)`` — all the client needs."""
+    spec, params = _shipped(name)
+    res = run_chunk(spec, chunk, params)
+    write_chunk(loc, res, toys, chunk_size)
+    return chunk.index, chunk.size, res.n_failed
+
+
+def _store_visible(loc: str) -> bool:
+    return Path(loc).exists()
+
+
+def _choose_write(client: Any, loc: Location, own_cluster: bool, write: str) -> str:
+    """"workers" when every worker can reach the store, else "client"."""
+    if write in ("workers", "client"):
+        return write
+    if not loc.shared_by_processes:
+        return "client"
+    if own_cluster or not loc.is_local:
+        return "workers"
+    seen = client.run(_store_visible, loc.path(STATE_KEY))
+    return "workers" if seen and all(seen.values()) else "client"
+
+
+def _check_existing(info: StoreInfo, spec: StudySpec, params: tuple[str, ...]) -> None:
+    if info.attrs.get("spec_digest") != spec.digest:
+        raise StoreError(_store_mismatch(info.loc, info, spec))
+    if info.params != params:
+        msg = f"store {info.loc} has parameters {info.params}, the study has {params}"
+        raise StoreError(msg)
+
+
+def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | None = None,
               scheduler: str | None = None, client: Any = None, chunk_size: int | None = None,
-              security: Any = None, progress: TextIO | None = sys.stderr, yes: bool = False,
+              security: Any = None, progress: TextIO | None = sys.stderr,
+              storage_options: dict[str, Any] | None = None, write: str = "auto",
+              worker_timeout: float = 300.0, lease_ttl: float = 60.0, yes: bool = False,
               connect_timeout: float = CONNECT_TIMEOUT) -> RunReport:
-    """Run (or resume, or extend) ``spec`` into the result store at ``store``.
+    """Run (or resume, or extend, or repair) ``spec`` into the result store ``store``.
 
     Parameters
     ----------
     spec : StudySpec
         A validated study (:func:`toyengine.load_spec`).
-    store : path
-        The zarr result store. Created if missing; if it exists it must come from the same
-        study (same digest), and only chunks not yet done are run. A larger ``spec.toys``
-        extends it.
+    store : path or URL
+        The zarr result store: a local path or an fsspec URL (``s3://bucket/x.zarr``,
+        ``file://...``, ``memory://...``). Created if missing; if it exists it must come
+        from the same study (same digest), and only chunks not yet done are run. A larger
+        ``spec.toys`` extends it. Chunks marked done whose objects are missing or have
+        another size than written are recomputed (bit-identical).
     workers : int, optional
         Worker processes of the default ``LocalCluster`` (one thread each; default: one
         per core).
@@ -253,6 +370,16 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
         TLS settings for ``scheduler`` (see ``cluster/README.md``).
     progress : file, optional
         Where the progress line goes (``None`` for silence).
+    storage_options : dict, optional
+        fsspec options of the store (e.g. ``endpoint_url``); S3 credentials and endpoint
+        are otherwise read from the standard ``AWS_*`` environment.
+    write : {"auto", "workers", "client"}
+        Who writes results: each worker its own chunks (needs the store reachable from
+        every worker), or the client. ``auto`` picks workers when they can reach it.
+    worker_timeout : float
+        Stop with a message when no worker has been alive for this many seconds.
+    lease_ttl : float
+        Seconds after which the lease of a run that stopped renewing it expires.
     yes : bool
         Run a study even if its size estimate asks for confirmation
         (:func:`toyengine.run.preflight.check_study_size`).
@@ -264,14 +391,13 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
     UsageError
         Bad ``workers``/``chunk_size``/``scheduler``, or a huge study without ``yes``.
     StoreError
-        The store cannot be created there, or comes from another study.
+        The store cannot be created there, comes from another study, or is damaged.
     ClusterError
         The scheduler cannot be reached.
     Interrupted
         Ctrl-C or SIGTERM; the chunks written are kept (run again to resume).
     """
     t_start = time.monotonic()
-    store = Path(store)
     if workers is not None and (isinstance(workers, bool) or workers < 1):
         msg = f"--workers {workers}: expected an integer >= 1"
         raise UsageError(msg)
@@ -280,84 +406,98 @@ def run_study(spec: StudySpec, store: str | Path, *, workers: int | None = None,
         raise UsageError(msg)
     if scheduler is not None and client is None:
         scheduler = parse_scheduler_address(scheduler, "" if security is not None else None)
-    check_store_path(store)
+    loc = Location.of(store, storage_options)
+    if loc.is_local:  # the path as given, for the message; file:// URLs by their path
+        check_store_path(loc.url if "://" not in loc.url else loc.root)
     params = param_axis(spec)
     degenerate = check_degenerate(spec)  # warns, naming both variants, before any task
-    existing = store.exists()
-    if existing:
-        info = StoreInfo(store)
-        if info.attrs.get("spec_digest") != spec.digest:
-            raise StoreError(_store_mismatch(store, info, spec))
-        if info.params != params:
-            msg = f"store {store} has parameters {info.params}, the study has {params}"
-            raise StoreError(msg)
-        if spec.toys > info.toys:
-            extend_store(store, spec, spec.toys)
-            info = StoreInfo(store)
-        elif spec.toys < info.toys and progress is not None:
-            progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
-                           f"{spec.toys}); running any of them not yet done\n")
-
-    else:
-        check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params), yes)
     own_client = client is None
     cluster = None
-    if own_client:
-        client, cluster = _make_client(workers, scheduler, security, connect_timeout)
     interrupted = False
-    try:
-        check_workers_import(client, spec)
-        dashboard = getattr(client, "dashboard_link", "") or ""
-        if progress is not None:
-            progress.write(f"Dask dashboard: {dashboard}\n")
-        if not existing:
-            if chunk_size is None:
-                chunk_size = spec.chunk_size
-            if chunk_size is None:
-                n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                t_toy = _time_one_toy(spec, params)
-                check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
-                                 len(params), yes, t_toy)
-                chunk_size = min(spec.toys, auto_chunk_size(
-                    t_toy, spec.toys * len(spec.variants), n_workers))
-            truth, reference = _truth_and_reference(spec, params)
-            create_store(store, spec, params, truth, reference, chunk_size, degenerate)
-            info = StoreInfo(store)
-        chunks = info.chunks()
-        done = info.done()
-        pending = [c for c in chunks if not done[c.index]]
-        total_toys = sum(c.size for c in chunks)
-        report = RunReport(str(store), total_toys, len(chunks),
-                           chunks_skipped=len(chunks) - len(pending),
-                           chunk_size=info.chunk_size, dashboard=dashboard)
-        if progress is not None and report.chunks_skipped:
-            progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks already "
-                           "done\n")
-        group = zarr.open_group(str(store), mode="r+")
-        bar = _Progress(spec.name, total_toys,
-                        sum(c.size for c in chunks if done[c.index]), progress)
+    with Lease(loc, ttl=lease_ttl, progress=progress):
+        existing = loc.exists(STATE_KEY)
+        if existing:
+            info = StoreInfo(loc, allow_extending=True)
+            _check_existing(info, spec, params)
+            if info.extending is not None:
+                if progress is not None:
+                    progress.write("finishing an interrupted extension of the store\n")
+                finish_extension(loc)
+                info = StoreInfo(loc)
+            if spec.toys > info.toys:
+                extend_store(loc, spec.toys)
+                info = StoreInfo(loc)
+            elif spec.toys < info.toys and progress is not None:
+                progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
+                               f"{spec.toys}); running any of them not yet done\n")
+        else:
+            check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params),
+                             yes)
+        if own_client:
+            client, cluster = _make_client(workers, scheduler, security, connect_timeout)
         try:
-            _submit_and_collect(client, spec, params, pending, group, bar, report)
+            check_workers_import(client, spec)
+            dashboard = getattr(client, "dashboard_link", "") or ""
+            if progress is not None:
+                progress.write(f"Dask dashboard: {dashboard}\n")
+            if not existing:
+                if chunk_size is None:
+                    chunk_size = spec.chunk_size
+                if chunk_size is None:
+                    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+                    t_toy = time_toys(spec, params)
+                    check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
+                                     len(params), yes, t_toy)
+                    chunk_size = auto_chunk_size(t_toy, spec.toys, len(spec.variants),
+                                                 n_workers)
+                truth, reference = _truth_and_reference(spec, params)
+                create_store(loc, spec, params, truth, reference, chunk_size, degenerate)
+                info = StoreInfo(loc)
+            problems = check_chunks(info)
+            report_repaired = [p.describe(info.variant_names) for p in problems]
+            if problems:
+                unmark(info, problems)
+                if progress is not None:
+                    progress.write(f"recomputing {len(problems)} chunk(s) marked done whose "
+                                   "data are missing or damaged:\n"
+                                   + "".join(f"  {r}\n" for r in report_repaired[:20]))
+            chunks = info.chunks()
+            done = info.done()
+            pending = [c for c in chunks if not done[c.index]]
+            total_toys = sum(c.size for c in chunks)
+            mode = _choose_write(client, loc, own_client, write)
+            report = RunReport(str(loc), total_toys, len(chunks),
+                               chunks_skipped=len(chunks) - len(pending),
+                               chunk_size=info.chunk_size, dashboard=dashboard, write=mode,
+                               repaired=report_repaired)
+            if progress is not None and report.chunks_skipped:
+                progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks "
+                               "already done\n")
+            bar = _Progress(spec.name, total_toys,
+                            sum(c.size for c in chunks if done[c.index]), progress)
+            try:
+                _submit_and_collect(client, spec, params, pending, loc, info, mode, bar,
+                                    report, worker_timeout)
+            except KeyboardInterrupt:
+                interrupted = True
+            else:
+                bar.update(0, 0, final=True)
         except KeyboardInterrupt:
             interrupted = True
-        else:
-            bar.update(0, 0, final=True)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if own_client:
-            _close_quietly(client, cluster, interrupted)
-    if interrupted:
-        if not store.exists():
-            raise Interrupted(0, spec.toys * len(spec.variants))
-        info = StoreInfo(store)
-        done_mask = info.done()
-        chunks = info.chunks()
-        raise Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
-                          sum(c.size for c in chunks))
-    final = StoreInfo(store)
-    final_done = final.done()
-    report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
+        finally:
+            if own_client:
+                _close_quietly(client, cluster, interrupted)
+        if interrupted:
+            if not loc.exists(STATE_KEY):
+                raise Interrupted(0, spec.toys * len(spec.variants))
+            info = StoreInfo(loc)
+            done_mask = info.done()
+            chunks = info.chunks()
+            raise Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
+                              sum(c.size for c in chunks))
+        final = StoreInfo(loc)
+        final_done = final.done()
+        report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
     report.seconds = time.monotonic() - t_start
     return report
 
@@ -385,27 +525,93 @@ def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:
 
 
 def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
-                        pending: list[Chunk], group: zarr.Group, bar: _Progress,
-                        report: RunReport) -> None:
+                        pending: list[Chunk], loc: Location, info: StoreInfo, mode: str,
+                        bar: _Progress, report: RunReport, worker_timeout: float) -> None:
     from distributed import as_completed
 
     if not pending:
         return
-    tag = spec.digest[:12]
-    futures = client.map(run_chunk, [spec] * len(pending), pending, [params] * len(pending),
-                         key=[f"toyengine-{tag}-chunk-{c.index}" for c in pending],
-                         retries=3, pure=False)
-    for fut in as_completed(futures):
+    tag = f"{spec.digest[:12]}-{info.toys}"
+    name = f"toyengine-study-{tag}"
+    client.register_plugin(StudyPlugin(name, spec, params), name=name)
+    keys = [f"toyengine-{tag}-chunk-{c.index}" for c in pending]
+    if mode == "workers":
+        n = len(pending)
+        futures = client.map(chunk_write_task, [name] * n, pending, [loc] * n,
+                             [info.toys] * n, [info.chunk_size] * n, key=keys, retries=3,
+                             pure=False)
+    else:
+        futures = client.map(chunk_task, [name] * len(pending), pending, key=keys, retries=3,
+                             pure=False)
+    sizes = {c.index: c.size for c in pending}
+    watch = _WorkerWatch(client, worker_timeout)
+    ac = as_completed(futures)
+    del futures[:]  # as_completed holds them; each is released once its result is in
+    try:
+        while not ac.is_empty():
+            if not ac.has_ready():
+                stopped = watch.check()
+                if stopped:
+                    report.stopped = stopped
+                    report.errors.append(stopped)
+                    break
+                time.sleep(0.01)
+                continue
+            batch = ac.next_batch(block=False)
+            ok = [f for f in batch if f.status == "finished"]
+            for fut in batch:
+                if fut.status != "finished":
+                    exc = fut.exception()
+                    report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
+            # one gather per batch (the results are tiny in "workers" mode)
+            for res in client.gather(ok):
+                if mode == "workers":
+                    index, _, failed = res
+                else:
+                    write_chunk(loc, res, info.toys, info.chunk_size)
+                    index, failed = res.chunk.index, res.n_failed
+                report.chunks_run += 1
+                report.failed_fits += failed
+                bar.update(sizes[index], failed)
+            del batch, ok
+    finally:
+        left = list(ac.futures)
+        if left:
+            client.cancel(left)
         try:
-            res = fut.result()
-        except Exception as exc:
-            report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
-            continue
-        write_chunk(group, res)
-        report.chunks_run += 1
-        report.failed_fits += res.n_failed
-        bar.update(res.chunk.size, res.n_failed)
-        fut.release()
+            client.unregister_worker_plugin(name)
+        except Exception:  # noqa: BLE001 - the cluster may be gone
+            pass
+
+
+class _WorkerWatch:
+    """Notices a cluster with no worker alive for ``timeout`` seconds."""
+
+    def __init__(self, client: Any, timeout: float, every: float = 1.0):
+        self.client, self.timeout, self.every = client, timeout, every
+        self.seen: set[str] = set()
+        self.last_alive = time.monotonic()
+        self.next_check = 0.0
+
+    def check(self) -> str:
+        now = time.monotonic()
+        if now < self.next_check:
+            return ""
+        self.next_check = now + self.every
+        try:
+            alive = set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        except Exception:  # noqa: BLE001 - scheduler unreachable counts as no worker
+            alive = set()
+        self.seen |= alive
+        if alive:
+            self.last_alive = now
+            return ""
+        if now - self.last_alive < self.timeout:
+            return ""
+        return (f"no Dask worker alive for {now - self.last_alive:.0f} s "
+                f"({len(self.seen)} worker(s) seen during this run, all gone); stopped. "
+                "Results done so far are kept: fix the cluster and run the same command "
+                "again to resume")
 
 
 def require_complete(report: RunReport) -> None:
@@ -458,7 +664,8 @@ def run_to_precision(spec: StudySpec, store: str | Path, precision: float, max_t
         report = run_study(spec.with_overrides(toys=toys), store, **kw)
         if not report.complete:
             return report
-        t = np.asarray(test_statistic(open_results(store)).isel(variant=0).values)
+        ds = open_results(store, kw.get("storage_options"))
+        t = np.asarray(test_statistic(ds).isel(variant=0).values)
         t = t[np.isfinite(t)]
         want = toys_for_precision(int(np.sum(t >= t_obs)), int(t.size), precision, max_toys)
         if want <= toys:

@@ -1,17 +1,23 @@
-"""The result store (zarr v3 in xarray's encoding; layout in ``docs/store-format.md``)."""
+"""The result store (zarr v3 in xarray's encoding; layout in ``docs/store-format.md``):
+:mod:`.results` (schema, create/extend, chunk writes, integrity), :mod:`.location` (paths and
+fsspec URLs), :mod:`.lease` (one run per store at a time)."""
 
 from __future__ import annotations
 
 from .results import (
     FORMAT_VERSION,
+    ChunkProblem,
     StoreInfo,
+    check_chunks,
     create_store,
     extend_store,
-    mark_done,
     open_results,
     plan_chunks,
+    unmark,
+    verify_store,
     write_chunk,
 )
 
-__all__ = ["FORMAT_VERSION", "StoreInfo", "create_store", "extend_store", "mark_done",
-           "open_results", "plan_chunks", "write_chunk"]
+__all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
+           "extend_store", "open_results", "plan_chunks", "unmark", "verify_store",
+           "write_chunk"]

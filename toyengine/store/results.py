@@ -1,19 +1,25 @@
 """The result store: a zarr (v3) group in xarray's encoding, one region per chunk.
 
-Layout and attributes are documented in ``docs/store-format.md``. The store is created
-with every toy present and marked "not done" (NaN values, ``status = 0``); each finished
-chunk is written into its own ``(variant, toy)`` region and then flagged in ``chunk_done``.
-A crash between the two leaves the chunk "not done", and its re-run writes the identical
-values again. Plain ``xarray.open_zarr(path)`` reads it; no pickled or object data.
+Layout, attributes and the writing protocol are documented in ``docs/store-format.md``.
+In short: the store is created from metadata only (no toy is materialised: a toy region
+that was never written reads as the fill value, "not done"); each finished chunk's arrays
+are written into its own ``(variant, toy)`` region — exactly one zarr chunk per array, so no
+two writers share an object — every object checksummed (``crc32c`` codec), then the chunk's
+own done marker ``_toyengine/done/<index>.json`` (holding the sizes of the objects it vouches
+for) is written. Changes of shape (create, extend) are single atomic steps as seen by
+readers: ``_toyengine/state.json`` is the commit record, written last; an interrupted
+extension leaves ``_toyengine/extend.json`` which the next ``run`` finishes. Plain
+``xarray.open_zarr(url)`` reads the arrays; no pickled or object data.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -23,12 +29,14 @@ from .._version import __version__
 from ..errors import StoreError
 from ..study.recipe import Chunk, ChunkResult, scan_plan
 from ..study.spec import StudySpec
+from .lease import LEASE_KEY
+from .location import Location
 
-__all__ = ["FORMAT_VERSION", "StoreInfo", "create_store", "extend_store", "mark_done",
-           "open_results", "plan_chunks", "read_chunks", "spec_of_store", "store_info",
-           "write_chunk"]
+__all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
+           "extend_store", "open_results", "plan_chunks", "spec_of_store", "unmark",
+           "verify_store", "write_chunk"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: variables with dims (variant, toy, ...) written per chunk
 TOY_VARS = {
     "value": ("hypothesis", "param"), "error": ("hypothesis", "param"),
@@ -40,6 +48,32 @@ TOY_VARS = {
 _FILL = {"valid": False, "nfcn": 0, "status": 0, "n_best": 0, "n_events": -1}
 _DTYPE = {"valid": bool, "nfcn": np.int64, "status": np.int8, "n_best": np.int64,
           "n_events": np.int64}
+#: per-toy variables only some studies have (``scan_t``: look-elsewhere scans)
+OPTIONAL_VARS = {"scan_t": ("scan_point",)}
+_ALL_VARS = {**TOY_VARS, **OPTIONAL_VARS}
+CHUNK_VARS = ("chunk_variant", "chunk_start", "chunk_stop")
+#: control objects (not zarr nodes): commit record, interrupted-creation and
+#: interrupted-extension records, one done marker per chunk, the lease
+CONTROL_GROUP_KEY = "_toyengine/zarr.json"
+STATE_KEY = "_toyengine/state.json"
+CREATING_KEY = "_toyengine/creating.json"
+EXTEND_KEY = "_toyengine/extend.json"
+DONE_PREFIX = "_toyengine/done"
+_TABLE_CHUNK = 4096
+#: toys per dask block of :func:`open_results` (rounded to whole store chunks)
+READ_BLOCK_TOYS = 100_000
+_COORD_CHUNK = 1 << 20
+
+
+def _step(name: str) -> None:
+    """A point where a kill leaves the store in an intermediate state (tests patch this
+    to simulate a Ctrl-C or a node crash at every step of create and extend)."""
+
+
+def _codecs() -> tuple[Any, ...]:
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return (ZstdCodec(), Crc32cCodec())
 
 
 def plan_chunks(n_variants: int, toys: int, chunk_size: int, start: int = 0,
@@ -61,53 +95,83 @@ def _toy_vars(spec: StudySpec) -> tuple[dict[str, tuple[str, ...]], int]:
     plan = scan_plan(spec)
     if plan is None:
         return TOY_VARS, 0
-    return {**TOY_VARS, "scan_t": ("scan_point",)}, len(plan[1])
+    return {**TOY_VARS, **OPTIONAL_VARS}, len(plan[1])
 
 
-def _toy_block(spec: StudySpec, params: Sequence[str], toys: range,
-               chunk_size: int) -> dict[str, xr.Variable]:
-    nv, nh, npar = len(spec.variants), len(spec.hypotheses), len(params)
-    toy_vars, n_scan = _toy_vars(spec)
-    sizes = {"variant": nv, "toy": len(toys), "hypothesis": nh, "param": npar,
-             "scan_point": n_scan}
+def _extension_chunks(n_variants: int, old: int, new: int, chunk_size: int,
+                      first_index: int) -> list[Chunk]:
+    """The chunks appended when a store grows from ``old`` to ``new`` toys per variant.
+    They start on the zarr chunk grid; a partial last chunk of the old store is
+    *reopened* instead (see :func:`_reopened`), so one task chunk is always one zarr chunk."""
+    aligned = math.ceil(old / chunk_size) * chunk_size
+    return plan_chunks(n_variants, new, chunk_size, start=aligned, first_index=first_index)
+
+
+def _chunk_vars(sizes: dict[str, int], toy_vars: dict[str, tuple[str, ...]],
+                ) -> dict[str, tuple[tuple[str, ...], Any, Any]]:
+    """name → (dims, shape, dtype) of every toy variable."""
     out = {}
     for name, extra in toy_vars.items():
         dims = ("variant", "toy", *extra)
-        shape = tuple(sizes[d] for d in dims)
-        arr = np.full(shape, _FILL.get(name, np.nan), dtype=_DTYPE.get(name, float))
-        out[name] = xr.Variable(dims, arr)
+        out[name] = (dims, tuple(sizes[d] for d in dims), np.dtype(_DTYPE.get(name, float)))
     return out
 
 
-def _encoding(ds: xr.Dataset, chunk_size: int) -> dict[str, dict]:
-    enc = {}
-    for name in ds.data_vars:
-        if "toy" not in ds[name].dims:
-            continue
-        shape = ds[name].shape
-        enc[name] = {"chunks": (1, min(chunk_size, shape[1]), *shape[2:])}
-    return enc
+def chunk_key(name: str, chunk: Chunk, chunk_size: int) -> str:
+    """The object that holds chunk ``chunk`` of toy variable ``name``."""
+    return (f"{name}/c/{chunk.variant}/{chunk.start // chunk_size}"
+            + "/0" * len(_ALL_VARS[name]))
 
 
-def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth: np.ndarray,
-                 reference: np.ndarray, chunk_size: int,
+def toy_var_names(group: zarr.Group) -> tuple[str, ...]:
+    """The per-toy variables present in a store's group (:data:`TOY_VARS`, and those of
+    :data:`OPTIONAL_VARS` its study has)."""
+    present = set(group.array_keys())
+    return tuple(name for name in _ALL_VARS if name in present)
+
+
+def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence[str],
+                 truth: np.ndarray, reference: np.ndarray, chunk_size: int,
                  degenerate: Sequence[tuple[str, str]] = ()) -> list[Chunk]:
-    """Create an empty store for ``spec``; returns its chunks. Refuses to overwrite.
-    ``degenerate``: (variant, same-density variant) pairs, recorded as an attribute."""
-    path = Path(path)
-    if path.exists():
-        msg = f"store {path} already exists"
+    """Create an empty store for ``spec`` from metadata (no toy is materialised); returns
+    its chunks. The caller holds the store's lease. A store left half-created by a killed
+    creation is removed first; anything else at the location is refused. ``degenerate``:
+    (variant, same-density variant) pairs, recorded as an attribute."""
+    import dask.array as da
+
+    loc = Location.of(store)
+    if loc.exists(STATE_KEY):
+        msg = f"store {loc} already exists"
         raise StoreError(msg)
-    chunks = plan_chunks(len(spec.variants), spec.toys, chunk_size)
-    data = _toy_block(spec, params, range(spec.toys), chunk_size)
+    _clear_interrupted_creation(loc)
+    loc.write_json(CREATING_KEY, {"study": spec.name, "spec_digest": spec.digest})
+    # the control folder is an (empty) zarr group, so that zarr and xarray skip it quietly
+    loc.write_json(CONTROL_GROUP_KEY, {"zarr_format": 3, "node_type": "group",
+                                       "attributes": {}})
+    _step("create:begin")
+    nv, nh, npar = len(spec.variants), len(spec.hypotheses), len(params)
+    chunks = plan_chunks(nv, spec.toys, chunk_size)
+    toy_vars, n_scan = _toy_vars(spec)
+    sizes = {"variant": nv, "toy": spec.toys, "hypothesis": nh, "param": npar,
+             "scan_point": n_scan}
+    data: dict[str, Any] = {}
+    encoding: dict[str, dict[str, Any]] = {}
+    for name, (dims, shape, dtype) in _chunk_vars(sizes, toy_vars).items():
+        chunking = (1, max(1, min(chunk_size, spec.toys)), *shape[2:])
+        # one (never computed) dask block per variable: writes the metadata only, and
+        # the dask graph stays a dozen tasks however many chunks the store has
+        data[name] = xr.Variable(dims, da.full(shape, _FILL.get(name, np.nan), dtype=dtype,
+                                               chunks=shape))
+        encoding[name] = {"chunks": chunking, "compressors": _codecs()}
     data["truth"] = xr.Variable(("variant", "param"), np.asarray(truth, dtype=float))
     data["reference"] = xr.Variable(("param",), np.asarray(reference, dtype=float))
-    data["chunk_variant"] = xr.Variable(("chunk",), np.array([c.variant for c in chunks]))
-    data["chunk_start"] = xr.Variable(("chunk",), np.array([c.start for c in chunks]))
-    data["chunk_stop"] = xr.Variable(("chunk",), np.array([c.stop for c in chunks]))
-    data["chunk_done"] = xr.Variable(("chunk",), np.zeros(len(chunks), dtype=bool))
+    table = {"chunk_variant": [c.variant for c in chunks],
+             "chunk_start": [c.start for c in chunks], "chunk_stop": [c.stop for c in chunks]}
+    for name, vals in table.items():
+        data[name] = xr.Variable(("chunk",), np.asarray(vals, dtype=np.int64))
+        encoding[name] = {"chunks": (_TABLE_CHUNK,), "compressors": _codecs()}
     coords = {
-        "variant": np.arange(len(spec.variants)),
+        "variant": np.arange(nv),
         "variant_name": ("variant", np.array([v.name for v in spec.variants], dtype=object)),
         "variant_group": ("variant", np.array([v.group for v in spec.variants], dtype=object)),
         "variant_separate": ("variant", np.array([v.separate for v in spec.variants])),
@@ -115,6 +179,7 @@ def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth
         "hypothesis": np.array(spec.hypotheses, dtype=object),
         "param": np.array(params, dtype=object),
     }
+    encoding["toy"] = {"chunks": (_COORD_CHUNK,)}
     test = spec.test
     attrs = {
         "format_version": FORMAT_VERSION,
@@ -152,46 +217,140 @@ def create_store(path: str | Path, spec: StudySpec, params: Sequence[str], truth
                       "lee_dof": dof, "lee_one_sided": int(one_sided)})
         data["scan_points"] = xr.Variable(("scan_point", "scan_parameter"), plan[1])
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    tmp = path.with_name(path.name + ".creating")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    ds.to_zarr(tmp, mode="w-", encoding=_encoding(ds, chunk_size), zarr_format=3,
-               consolidated=False)
-    tmp.rename(path)  # a store either exists complete or not at all
+    # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
+    ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,
+               consolidated=False, compute=False)
+    _step("create:arrays")
+    loc.write_json(STATE_KEY, {"format_version": FORMAT_VERSION, "toys": int(spec.toys),
+                               "chunks": len(chunks)})
+    _step("create:state")
+    loc.delete(CREATING_KEY)
     return chunks
 
 
-class StoreInfo:
-    """What the runner needs to know about an existing store."""
+def _clear_interrupted_creation(loc: Location) -> None:
+    """Remove what a killed creation left (only if it says so: never a foreign directory)."""
+    fs = loc.fs
+    if not fs.exists(loc.root):
+        return
+    keys = set(loc.sizes("")) - {LEASE_KEY}
+    if not keys:
+        return
+    if CREATING_KEY not in keys:
+        if "zarr.json" in keys and loc.read_json("zarr.json") is not None and \
+                "format_version" in (loc.read_json("zarr.json") or {}).get("attributes", {}):
+            old = loc.read_json("zarr.json")["attributes"]["format_version"]
+            msg = (f"{loc} is a toyengine store of format_version {old}, this toyengine "
+                   f"writes {FORMAT_VERSION}; use a new --store path")
+        else:
+            msg = f"{loc} exists and is not a toyengine result store; use a new --store path"
+        raise StoreError(msg)
+    for entry in fs.ls(loc.root, detail=False):
+        if entry.rstrip("/").endswith("/_toyengine"):
+            continue
+        fs.rm(entry, recursive=True)
+    for key in keys:
+        if key.startswith("_toyengine/") and key not in (LEASE_KEY, CREATING_KEY):
+            loc.delete(key)
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        try:
-            self.group = zarr.open_group(str(self.path), mode="r")
-        except Exception as exc:
-            msg = f"{self.path} is not a toyengine result store ({exc})"
-            raise StoreError(msg) from None
-        self.attrs = dict(self.group.attrs)
-        if self.attrs.get("format_version") != FORMAT_VERSION:
-            msg = (f"{self.path}: format_version {self.attrs.get('format_version')!r} is not "
+
+@dataclass(frozen=True)
+class ChunkProblem:
+    """A chunk marked done whose data are missing or damaged."""
+
+    chunk: Chunk
+    what: str
+
+    def describe(self, variant_names: Sequence[str] | None = None) -> str:
+        c = self.chunk
+        vname = variant_names[c.variant] if variant_names is not None else str(c.variant)
+        return (f"chunk {c.index} (variant {vname}, toys {c.start}-{c.stop - 1}): "
+                f"{self.what}")
+
+
+class StoreInfo:
+    """What the runner and the commands need to know about an existing store.
+
+    Raises :class:`StoreError` (one line) for a location that holds no store, a store
+    whose creation was interrupted, or (unless ``allow_extending``) a store with an
+    interrupted extension.
+    """
+
+    def __init__(self, store: str | Path | Location, *, allow_extending: bool = False,
+                 storage_options: dict[str, Any] | None = None):
+        self.loc = Location.of(store, storage_options)
+        self.path = self.loc.url
+        state = self.loc.read_json(STATE_KEY)
+        if state is None:
+            if self.loc.exists(CREATING_KEY):
+                msg = (f"{self.loc}: the creation of this store was interrupted; run the "
+                       "same `toyengine run` command again to create it")
+            elif self.loc.exists("zarr.json"):
+                msg = (f"{self.loc}: format_version is not {FORMAT_VERSION} (no "
+                       "_toyengine/state.json); is it a toyengine store of this version?")
+            else:
+                msg = f"no result store at {self.loc}"
+            raise StoreError(msg)
+        if state.get("format_version") != FORMAT_VERSION:
+            msg = (f"{self.loc}: format_version {state.get('format_version')!r} is not "
                    f"{FORMAT_VERSION}; is it a toyengine store?")
             raise StoreError(msg)
-        self.toys = int(self.group["toy"].shape[0])
+        self.extending = self.loc.read_json(EXTEND_KEY)
+        if self.extending is not None and not allow_extending:
+            msg = (f"{self.loc}: an extension to {self.extending.get('to')} toys was "
+                   "interrupted; run `toyengine run` again to finish it")
+            raise StoreError(msg)
+        self.state = state
+        self.group = zarr.open_group(store=self.loc.zarr_store(read_only=True), mode="r")
+        self.attrs = dict(self.group.attrs)
+        self.toys = int(state["toys"])
+        self.n_chunks = int(state["chunks"])
         self.n_variants = int(self.group["variant"].shape[0])
         self.chunk_size = int(self.attrs["chunk_size"])
         self.params = tuple(str(p) for p in self.group["param"][:])
+        self.variant_names = tuple(str(p) for p in self.group["variant_name"][:])
+        self.toy_vars = toy_var_names(self.group)
+        self._chunks: list[Chunk] | None = None
 
     def chunks(self) -> list[Chunk]:
-        g = self.group
-        var, start, stop = g["chunk_variant"][:], g["chunk_start"][:], g["chunk_stop"][:]
-        return [Chunk(i, int(v), int(a), int(b))
-                for i, (v, a, b) in enumerate(zip(var, start, stop, strict=True))]
+        if self._chunks is None:
+            n = self.n_chunks
+            g = self.group
+            var, start, stop = (g[k][:n] for k in CHUNK_VARS)
+            self._chunks = [Chunk(i, int(v), int(a), int(b))
+                            for i, (v, a, b) in enumerate(zip(var, start, stop, strict=True))]
+        return self._chunks
 
-    def done(self) -> np.ndarray:
-        return np.asarray(self.group["chunk_done"][:], dtype=bool)
+    def markers(self) -> dict[int, dict[str, Any]]:
+        """The done markers present (chunk index → marker record)."""
+        keys = [k for k in self.loc.sizes(DONE_PREFIX) if k.endswith(".json")]
+        out = {}
+        for key, raw in self.loc.cat(keys).items():
+            try:
+                idx = int(key.rsplit("/", 1)[1][:-5])
+            except ValueError:
+                continue
+            rec = _parse_marker(raw)
+            if rec is not None and idx < self.n_chunks:
+                out[idx] = rec
+        return out
+
+    def done(self, problems: Sequence[ChunkProblem] = ()) -> np.ndarray:
+        """Chunks with a done marker (one listing, no marker is read), less those in
+        ``problems``."""
+        out = np.zeros(self.n_chunks, dtype=bool)
+        for key, size in self.loc.sizes(DONE_PREFIX).items():
+            name = key.rsplit("/", 1)[-1]
+            if size and name.endswith(".json") and name[:-5].isdigit():
+                i = int(name[:-5])
+                if i < self.n_chunks:
+                    out[i] = True
+        for p in problems:
+            out[p.chunk.index] = False
+        return out
 
 
-def spec_of_store(path: str | Path) -> StudySpec:
+def spec_of_store(path: str | Path | Location) -> StudySpec:
     """The study that made the store at ``path`` (its YAML text, root seed and, for
     relative input files, the study file's directory recorded at creation)."""
     info = StoreInfo(path)
@@ -205,69 +364,220 @@ def spec_of_store(path: str | Path) -> StudySpec:
     return spec
 
 
-def store_info(path: str | Path) -> StoreInfo:
-    return StoreInfo(path)
+def _parse_marker(raw: bytes | None) -> dict[str, Any] | None:
+
+    if raw is None:
+        return None
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) and "sizes" in rec else None
 
 
-def extend_store(path: str | Path, spec: StudySpec, new_toys: int) -> list[Chunk]:
-    """Append toys ``[old, new_toys)`` (not done) to every variant; returns the new chunks.
-    The toys already in the store are untouched."""
-    info = StoreInfo(path)
-    old = info.toys
-    if new_toys <= old:
+def marker_key(index: int) -> str:
+    return f"{DONE_PREFIX}/{index}.json"
+
+
+def store_info(store: str | Path | Location) -> StoreInfo:
+    return StoreInfo(store)
+
+
+def check_chunks(info: StoreInfo) -> list[ChunkProblem]:
+    """Cheap integrity check of every chunk marked done: each of its objects exists and
+    has the size its done marker recorded (one listing per array; no data are read)."""
+    markers = info.markers()
+    if not markers:
         return []
-    n_chunks = len(info.chunks())
-    new_chunks = plan_chunks(info.n_variants, new_toys, info.chunk_size, start=old,
-                             first_index=n_chunks)
-    block = _toy_block(spec, info.params, range(old, new_toys), info.chunk_size)
-    ds_toys = xr.Dataset(block, coords={"toy": np.arange(old, new_toys)})
-    ds_toys.to_zarr(path, mode="a", append_dim="toy", zarr_format=3, consolidated=False)
-    ds_chunks = xr.Dataset({
-        "chunk_variant": ("chunk", np.array([c.variant for c in new_chunks])),
-        "chunk_start": ("chunk", np.array([c.start for c in new_chunks])),
-        "chunk_stop": ("chunk", np.array([c.stop for c in new_chunks])),
-        "chunk_done": ("chunk", np.zeros(len(new_chunks), dtype=bool)),
-    })
-    ds_chunks.to_zarr(path, mode="a", append_dim="chunk", zarr_format=3, consolidated=False)
-    # xarray's append rewrites the group attributes from the appended Dataset: restore ours
-    zarr.open_group(str(path), mode="r+").attrs.update(info.attrs)
-    return new_chunks
+    listed = {name: info.loc.sizes(f"{name}/c") for name in info.toy_vars}
+    chunks = info.chunks()
+    problems = []
+    for idx in sorted(markers):
+        c = chunks[idx]
+        sizes = markers[idx]["sizes"]
+        bad = []
+        for name in info.toy_vars:
+            key = chunk_key(name, c, info.chunk_size)
+            got = listed[name].get(key)
+            if got is None:
+                bad.append(f"{key} missing")
+            elif got != sizes.get(name):
+                bad.append(f"{key} has {got} bytes, written with {sizes.get(name)}")
+        if bad:
+            problems.append(ChunkProblem(c, "; ".join(bad)))
+    return problems
 
 
-def write_chunk(group: zarr.Group, result: ChunkResult) -> None:
-    """Write one chunk's arrays into its region, then flag it done."""
+def verify_store(info: StoreInfo) -> list[ChunkProblem]:
+    """Full integrity check: :func:`check_chunks`, then read and decode every object of
+    every chunk marked done (the ``crc32c`` checksum of each object is verified)."""
+    problems = check_chunks(info)
+    bad = {p.chunk.index for p in problems}
+    chunks = info.chunks()
+    arrays = {name: info.group[name] for name in info.toy_vars}
+    for idx in sorted(info.markers()):
+        if idx in bad:
+            continue
+        c = chunks[idx]
+        for name, arr in arrays.items():
+            try:
+                arr[c.variant, c.start:c.stop]
+            except Exception as exc:  # noqa: BLE001 - a damaged object, reported
+                problems.append(ChunkProblem(c, f"{chunk_key(name, c, info.chunk_size)} "
+                                                f"unreadable ({type(exc).__name__}: {exc})"))
+                break
+    return sorted(problems, key=lambda p: p.chunk.index)
+
+
+def unmark(info: StoreInfo, problems: Sequence[ChunkProblem]) -> None:
+    """Mark the chunks of ``problems`` not done (the next ``run`` recomputes them)."""
+    for p in problems:
+        info.loc.delete(marker_key(p.chunk.index))
+
+
+def extend_store(store: str | Path | Location, new_toys: int) -> list[Chunk]:
+    """Grow every variant to ``new_toys`` toys; returns the chunks to run for them. The
+    caller holds the store's lease. Crash-safe: the extension is recorded first
+    (``_toyengine/extend.json``), every later step is idempotent, and the commit record is
+    written last; :func:`finish_extension` completes an interrupted one."""
+    loc = Location.of(store)
+    info = StoreInfo(loc, allow_extending=True)
+    if info.extending is not None:
+        finish_extension(loc)
+        info = StoreInfo(loc)
+    if new_toys <= info.toys:
+        return []
+    loc.write_json(EXTEND_KEY, {"from": info.toys, "to": int(new_toys),
+                                "chunks_before": info.n_chunks})
+    _step("extend:intent")
+    return finish_extension(loc)
+
+
+def _reopened(chunks: Sequence[Chunk], old: int, chunk_size: int) -> list[Chunk]:
+    """Old chunks that end mid-zarr-chunk (the last of each variant when ``old`` is not a
+    multiple of the chunk size): an extension grows and recomputes them."""
+    if old % chunk_size == 0:
+        return []
+    return [c for c in chunks if c.stop == old]
+
+
+def finish_extension(store: str | Path | Location) -> list[Chunk]:
+    """Complete the extension recorded in ``_toyengine/extend.json`` (idempotent)."""
+    loc = Location.of(store)
+    intent = loc.read_json(EXTEND_KEY)
+    if intent is None:
+        return []
+    old, new, n_before = int(intent["from"]), int(intent["to"]), int(intent["chunks_before"])
+    g = zarr.open_group(store=loc.zarr_store(), mode="r+")
+    cs = int(g.attrs["chunk_size"])
+    nv = int(g["variant"].shape[0])
+    for name in (*toy_var_names(g), "toy"):
+        arr = g[name]
+        if arr.shape[0 if name == "toy" else 1] != new:
+            arr.resize((new,) if name == "toy" else (nv, new, *arr.shape[2:]))
+        _step(f"extend:resize:{name}")
+    toy = g["toy"]
+    for a in range(old, new, _COORD_CHUNK):
+        b = min(new, a + _COORD_CHUNK)
+        toy[a:b] = np.arange(a, b)
+    _step("extend:toy")
+    var, start, stop = (np.asarray(g[k][:n_before]) for k in CHUNK_VARS)
+    before = [Chunk(i, int(v), int(a), int(b))
+              for i, (v, a, b) in enumerate(zip(var, start, stop, strict=True))]
+    reopened = _reopened(before, old, cs)
+    new_chunks = _extension_chunks(nv, old, new, cs, n_before)
+    n_after = n_before + len(new_chunks)
+    for c in reopened:
+        loc.delete(marker_key(c.index))
+    _step("extend:unmark")
+    for name, vals in (("chunk_variant", [c.variant for c in new_chunks]),
+                       ("chunk_start", [c.start for c in new_chunks]),
+                       ("chunk_stop", [c.stop for c in new_chunks])):
+        arr = g[name]
+        if arr.shape[0] != n_after:
+            arr.resize((n_after,))
+        arr[n_before:n_after] = np.asarray(vals, dtype=np.int64)
+        for c in reopened:
+            arr_stop = min(c.start + cs, new)
+            if name == "chunk_stop":
+                arr[c.index] = arr_stop
+        _step(f"extend:table:{name}")
+    loc.write_json(STATE_KEY, {"format_version": FORMAT_VERSION, "toys": new,
+                               "chunks": n_after})
+    _step("extend:state")
+    loc.delete(EXTEND_KEY)
+    return [Chunk(c.index, c.variant, c.start, min(c.start + cs, new)) for c in reopened] \
+        + new_chunks
+
+
+_GROUPS: dict[tuple[str, int], Any] = {}
+
+
+def _writable_arrays(loc: Location, toys: int, chunk_size: int) -> dict[str, Any]:
+    """The toy arrays opened for writing (cached per process and store shape), with
+    ``write_empty_chunks`` so that an all-fill chunk (e.g. MINOS not run) still exists."""
+    key = (loc.url, toys, chunk_size)
+    if key not in _GROUPS:
+        with zarr.config.set({"array.write_empty_chunks": True}):
+            g = zarr.open_group(store=loc.zarr_store(), mode="r+")
+            arrays = {name: g[name] for name in toy_var_names(g)}
+        shape, chunks = arrays["status"].shape, arrays["status"].chunks
+        if shape[1] != toys or chunks[1] != chunk_size:
+            msg = (f"{loc}: store holds {shape[1]} toys in chunks of {chunks[1]}, expected "
+                   f"{toys} in chunks of {chunk_size}")
+            raise StoreError(msg)
+        if len(_GROUPS) > 8:
+            _GROUPS.clear()
+        _GROUPS[key] = arrays
+    return _GROUPS[key]
+
+
+def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
+                chunk_size: int) -> None:
+    """Write one chunk's arrays into its region, then its done marker (with the sizes of
+    the objects written, which ``status`` and ``run`` check)."""
+    loc = Location.of(store)
     c = result.chunk
-    for name, arr in result.arrays.items():
-        group[name][c.variant, c.start:c.stop] = arr
-    mark_done(group, c.index)
+    arrays = _writable_arrays(loc, toys, chunk_size)
+    for name, arr in arrays.items():
+        arr[c.variant, c.start:c.stop] = result.arrays[name]
+    keys = [chunk_key(name, c, chunk_size) for name in arrays]
+    fs = loc.fs
+    sizes = {name: int(fs.size(loc.path(k))) for name, k in zip(arrays, keys, strict=True)}
+    loc.write_json(marker_key(c.index), {"chunk": c.index, "variant": c.variant,
+                                         "start": c.start, "stop": c.stop, "sizes": sizes,
+                                         "failed": result.n_failed})
 
 
-def mark_done(group: zarr.Group, index: int) -> None:
-    group["chunk_done"][index] = True
+def open_results(store: str | Path | Location,
+                 storage_options: dict[str, Any] | None = None) -> xr.Dataset:
+    """Open a result store as an ``xarray.Dataset`` (see docs/store-format.md).
+
+    ``store`` is a local path or an fsspec URL; ``chunk_done`` is added from the done
+    markers (``True`` where a chunk's results are in the store). The arrays are dask
+    arrays whose blocks are whole store chunks; with a ``distributed.Client`` active,
+    computing them runs on its workers (which must then reach the store).
+    """
+    info = StoreInfo(store, storage_options=storage_options)
+    # dask-backed, out of core: each dask block is a whole number of store chunks along
+    # ``toy`` (about READ_BLOCK_TOYS toys), so a reduction streams over the store
+    per = max(1, READ_BLOCK_TOYS // info.chunk_size) * info.chunk_size
+    ds = xr.open_zarr(info.loc.zarr_store(read_only=True), consolidated=False,
+                      chunks={"toy": per, "variant": 1})
+    ds = ds.isel(chunk=slice(0, info.n_chunks))
+    return ds.assign(chunk_done=("chunk", info.done()))
 
 
-def read_chunks(path: str | Path) -> tuple[list[Chunk], np.ndarray]:
-    info = StoreInfo(path)
-    return info.chunks(), info.done()
-
-
-def open_results(path: str | Path) -> xr.Dataset:
-    """Open a result store as an ``xarray.Dataset`` (see docs/store-format.md)."""
-    path = Path(path)
-    if not path.exists():
-        msg = f"no result store at {path}"
-        raise StoreError(msg)
-    StoreInfo(path)  # validates the format
-    # chunks=None: lazily indexed numpy arrays, not dask — reads stay in this process even
-    # when a distributed Client is active (workers may not see the store)
-    return xr.open_zarr(path, consolidated=False, chunks=None)
-
-
-def find_unreadable_chunk(path: str | Path) -> tuple[str, str, str] | None:
-    """The first chunk of the store at ``path`` that cannot be read, as ``(array name,
-    chunk key, error)`` (e.g. ``("value", "c/0/2/0/0", "...")``), or ``None``. Reads every
-    chunk: call it after a read failed, to say where the store is damaged."""
-    group = zarr.open_group(str(path), mode="r")
+def find_unreadable_chunk(store: str | Path | Location,
+                          storage_options: dict[str, Any] | None = None,
+                          ) -> tuple[str, str, str] | None:
+    """The first chunk of the store that cannot be read, as ``(array name, chunk key,
+    error)`` (e.g. ``("value", "c/0/2/0/0", "...")``), or ``None``. Reads every chunk of
+    every array (coordinates included; a damaged object fails its ``crc32c`` check): call
+    it after a read failed, to say where the store is damaged. :func:`verify_store` is the
+    check of the done chunks' results that ``toyengine verify`` runs."""
+    loc = Location.of(store, storage_options)
+    group = zarr.open_group(store=loc.zarr_store(read_only=True), mode="r")
     for name, arr in group.arrays():
         for idx in np.ndindex(*arr.cdata_shape):
             try:

@@ -563,7 +563,7 @@ def job_script(settings: SubmitSettings, *, security: Any = None) -> str:
 
 def farm_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_workers: int,
                     task_seconds: float = 60.0, max_chunks: int = 20000) -> int:
-    """Toys per task on a farm: :func:`toyengine.runner.auto_chunk_size` with the farm's
+    """Toys per task on a farm: :func:`toyengine.run.runner.auto_chunk_size` with the farm's
     configured task length (``task_seconds``) and chunk limit (``max_chunks``)."""
     from .runner import auto_chunk_size
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from toyengine.store.results import DONE_PREFIX
 from toyengine.study.spec import load_spec
 
 DATA = Path(__file__).parent / "data"
@@ -175,8 +176,6 @@ def test_silent_scheduler_answers_within_35_s(tmp_path, capsys):
 
 
 def _store_with_one_chunk(path):
-    import zarr
-
     from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
     from toyengine.study.recipe import Chunk, param_axis, run_chunk
@@ -185,8 +184,7 @@ def _store_with_one_chunk(path):
     params = param_axis(spec)
     truth, reference = _truth_and_reference(spec, params)
     create_store(path, spec, params, truth, reference, 1)
-    write_chunk(zarr.open_group(str(path), mode="r+"), run_chunk(spec, Chunk(0, 0, 0, 1),
-                                                                 params))
+    write_chunk(path, run_chunk(spec, Chunk(0, 0, 0, 1), params), 2, 1)
     return spec
 
 
@@ -212,12 +210,10 @@ def test_sigint_during_a_run_prints_the_saved_toys_line(tmp_path):
                              "--toys", "400", "--chunk-size", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
+    done = store / DONE_PREFIX  # the done markers, one per chunk written
     while time.monotonic() < deadline and proc.poll() is None:
-        if (store / "chunk_done").exists():
-            import zarr
-
-            if zarr.open_group(str(store), mode="r")["chunk_done"][:].any():
-                break
+        if done.is_dir() and any(done.glob("*.json")):
+            break
         time.sleep(0.5)
     assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)

@@ -174,9 +174,7 @@ def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
     truth, ref = _truth_and_reference(spec, params)
     store = tmp_path / "s.zarr"
     create_store(store, spec, params, truth, ref, 3)
-    import zarr
-
-    write_chunk(zarr.open_group(str(store), mode="r+"), res)
+    write_chunk(store, res, spec.toys, 3)
     ds = open_results(store)
     assert isinstance(ds, xr.Dataset) and ds.attrs["lee_dof"] == 1 and ds.attrs["lee_one_sided"]
     np.testing.assert_array_equal(ds["scan_t"].values[0], scan)

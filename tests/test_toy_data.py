@@ -67,8 +67,6 @@ def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
         assert toy_nll(spec, toy, "B", vals) == a["nll"][toy, 0]  # bit-identical
     # the CLI rebuilds it from a store (its study text and seed) as an .npz with the array
     # name the 1-D loader reads
-    import zarr
-
     from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
 
@@ -77,7 +75,7 @@ def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
     store = tmp_path / "s.zarr"
     create_store(store, spec2, params, truth, ref, 4)
     res = run_chunk(spec2, Chunk(0, 0, 0, 4), params)
-    write_chunk(zarr.open_group(str(store), mode="r+"), res)
+    write_chunk(store, res, spec2.toys, 4)
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     out = tmp_path / "toy3.npz"
     r = subprocess.run([sys.executable, "-m", "toyengine.cli", "data", str(store), "--toy", "3",

@@ -545,7 +545,10 @@ def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
                              pure=False)
     sizes = {c.index: c.size for c in pending}
     watch = _WorkerWatch(client, worker_timeout)
-    ac = as_completed(futures)
+    # with_results: each result is fetched in the background as its task finishes, so the
+    # loop below never blocks on a result whose worker has just died (it would wait for a
+    # recomputation that no worker is left to do); the watcher stops the run instead
+    ac = as_completed(futures, with_results=True, raise_errors=False)
     del futures[:]  # as_completed holds them; each is released once its result is in
     try:
         while not ac.is_empty():
@@ -557,14 +560,10 @@ def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
                     break
                 time.sleep(0.01)
                 continue
-            batch = ac.next_batch(block=False)
-            ok = [f for f in batch if f.status == "finished"]
-            for fut in batch:
-                if fut.status != "finished":
-                    exc = fut.exception()
-                    report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
-            # one gather per batch (the results are tiny in "workers" mode)
-            for res in client.gather(ok):
+            for fut, res in ac.next_batch(block=False):
+                if fut.status != "finished" or isinstance(res, BaseException):
+                    report.errors.append(f"{fut.key}: {type(res).__name__}: {res}")
+                    continue
                 if mode == "workers":
                     index, _, failed = res
                 else:
@@ -573,7 +572,7 @@ def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
                 report.chunks_run += 1
                 report.failed_fits += failed
                 bar.update(sizes[index], failed)
-            del batch, ok
+                del fut, res
     finally:
         left = list(ac.futures)
         if left:

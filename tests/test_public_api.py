@@ -63,9 +63,12 @@ def test_cli_status_summary_plot(tmp_path):
     assert "Pulls" in res.stdout
     res = cli("status", str(store), "--json")
     assert res.returncode == 0 and '"toys_done": 6' in res.stdout
-    for fmt in ("text", "markdown", "csv", "json"):
+    for fmt, label in (("text", "δm_BW [MeV]"), ("markdown", "δm_BW [MeV]"),
+                       ("latex", r"$\delta$m\_BW [MeV]"), ("json", "delta_m")):
         res = cli("summary", str(store), "--format", fmt)
-        assert res.returncode == 0 and "delta_m" in res.stdout, (fmt, res.stderr)
+        assert res.returncode == 0 and label in res.stdout, (fmt, res.stderr)
+    res = cli("summary", str(store), "--format", "csv", "--section", "pulls")
+    assert res.returncode == 0 and "delta_m" in res.stdout, res.stderr
     res = cli("plot", str(store), "--outdir", str(tmp_path / "plots"))
     assert res.returncode == 0, res.stderr
     pngs = list((tmp_path / "plots").glob("*.png"))

@@ -106,17 +106,27 @@ def test_render_summary_all_formats(kind):
     assert md.startswith("# toyengine summary") and "| variant |" in md
     tex = render_summary(ds, "latex")
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") >= 2
-    # CSV: sections "# title" + header + rows, separated by blank lines; every section parses
-    sections = [s for s in render_summary(ds, "csv").split("\n\n") if s.strip()]
-    assert len(sections) >= 2
-    for sec in sections:
-        title, body = sec.split("\n", 1)
-        assert title.startswith("# ")
-        rows = list(csv.reader(io.StringIO(body)))
+    # CSV: one tidy table per call (several tables refuse); every table parses with one header
+    tables = summary.summary_tables(ds)
+    assert len(tables) >= 2 and len({t.name for t in tables}) == len(tables)
+    with pytest.raises(SummaryError, match="one table"):
+        render_summary(ds, "csv")
+    for t in tables:
+        rows = list(csv.reader(io.StringIO(render_summary(ds, "csv", sections=[t.name]))))
         assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows)
+        assert rows[0] == list(t.csv_header)
+    # headline first: the systematic table / the p-value table; bookkeeping last
+    first = tables[0].section
+    if kind in summary.report.SYSTEMATIC_KINDS:
+        assert first == "systematics"
+    elif kind in ("significance", "jp_rejection"):
+        assert first == "significance" and "observed t" in tables[0].title
+    assert tables[-1].section == "bookkeeping"
     data = json.loads(render_summary(ds, "json"))
     assert data["kind"] == kind
-    assert data["failed"]["n_failed"]  # bookkeeping always present
+    # bookkeeping always present, one labelled record per variant × hypothesis
+    assert len(data["failed"]) == ds.sizes["variant"] * ds.sizes["hypothesis"]
+    assert {"variant", "hypothesis", "n_failed", "n_toys"} <= set(data["failed"][0])
     has_sig = kind in ("significance", "jp_rejection")
     assert ("significance" in data) == has_sig
     assert ("significance_spread" in data) == (kind == "template_smearing")
@@ -137,7 +147,7 @@ def test_render_summary_all_formats(kind):
     if kind in summary.report.SYSTEMATIC_KINDS:
         assert "Total (quadrature)" in txt and "Reported separately" in txt
     with pytest.raises(SummaryError, match="fmt"):
-        render_summary(ds, "html")
+        render_summary(ds, "docx")
 
 
 def test_pull_and_significance_tables_render_everywhere():

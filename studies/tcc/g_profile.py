@@ -1,10 +1,12 @@
-"""|g| likelihood profile and its lower limits (seed 002, "Unitarised Breit–Wigner shape").
+"""|g| likelihood profile and its lower limits (LHCb, Nature Communications 13 (2022) 3351,
+"Unitarised Breit–Wigner shape").
 
 Generates a reference pseudo-data set from the default unitarised model (delta_m_U =
 -359 keV, |g| -> infinity, recorded seed), then for the default model and each alternative
 resolution model profiles |g| (fix |g|, refit everything else) and reads the lower limits
 where -Delta ln L crosses 1.35 (90 % CL) and 1.92 (95 % CL). The most conservative limit over
-the alternatives is the one quoted with systematics (seed 002: |g| > 5.1 (4.3) GeV on data).
+the alternatives is the one quoted with systematics (Nature Communications 13 (2022) 3351:
+|g| > 5.1 (4.3) GeV on data).
 
 Usage: python studies/tcc/g_profile.py [--seed 2022] [--points 25]
 """

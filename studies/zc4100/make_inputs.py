@@ -25,7 +25,7 @@ from toyengine import __version__
 from toyengine.models.zc4100 import build_zc4100
 from toyengine.models.zc4100_maps import background_maps, efficiency_maps
 
-#: seed of the reference pseudo-data (the arXiv number of seed 000, 1809.07416)
+#: seed of the reference pseudo-data (the arXiv number of the Z_c(4100) paper, 1809.07416)
 SEED = 180907416
 
 HERE = Path(__file__).resolve().parent

@@ -136,12 +136,13 @@ def add_commands(subparsers: Any) -> None:
     mk = csub.add_parser("make-certs", help="make a CA, certificates for scheduler/worker/"
                          "client and DIR/dask-security.yaml (Python 'cryptography'; "
                          "cluster/tls/make-certs.sh does the same with openssl)")
-    mk.add_argument("directory")
+    mk.add_argument("directory", help="directory for the certificates (created)")
     mk.add_argument("--host", action="append",
                     help="host name or IP to name in the certificates (repeatable)")
     mk.add_argument("--days", type=int, default=365, help="validity (default 365)")
     mk.set_defaults(func=_cmd_make_certs)
     cfg = csub.add_parser("config", help="print the resolved submit settings")
-    cfg.add_argument("--cluster", default="slurm", choices=["slurm", "htcondor"])
+    cfg.add_argument("--cluster", default="slurm", choices=["slurm", "htcondor"],
+                     help="batch system (default: slurm)")
     cfg.add_argument("--profile", help="site profile to include")
     cfg.set_defaults(func=_cmd_config)

@@ -1,4 +1,9 @@
-"""``toyengine run | status | verify | summary | plot | schema``: thin CLI wrappers."""
+"""``toyengine run | show | status | verify | summary | report | plot | schema`` — thin
+wrappers over the Python API.
+
+Results go to standard output, progress and errors to standard error, so that
+``toyengine summary S --format csv --section pulls > pulls.csv`` holds the table only.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,17 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ..errors import ClusterError, Interrupted, SpecError, StoreError, ToyEngineError, UsageError
+from ..errors import (
+    ClusterError,
+    Interrupted,
+    SpecError,
+    StoreError,
+    SummaryError,
+    ToyEngineError,
+    UsageError,
+)
 from ..run.preflight import CONNECT_TIMEOUT
 from .finish import finish_run
 
@@ -76,18 +89,12 @@ def _reading(store: str, storage_options: dict | None = None) -> Iterator[None]:
         raise StoreError(msg) from exc
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
-    with _reading(args.store, _storage_options(args)):
-        return _status(args)
-
-
-def _status(args: argparse.Namespace) -> int:
+def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     import numpy as np
 
     from ..store import StoreInfo, check_chunks, open_results
 
-    opts = _storage_options(args)
-    info = StoreInfo(args.store, storage_options=opts)
+    info = StoreInfo(store, storage_options=storage_options)
     problems = check_chunks(info)
     chunks, done = info.chunks(), info.done(problems)
     toys_done = sum(c.size for c in chunks if done[c.index])
@@ -96,7 +103,7 @@ def _status(args: argparse.Namespace) -> int:
     status = ds["status"].values
     ran = status != 0
     failed = int(np.sum(ran & (status != 1)))
-    out = {
+    return {
         "study": info.attrs.get("study_name"), "kind": info.attrs.get("kind"),
         "variants": info.n_variants, "toys_per_variant": info.toys,
         "hypotheses": [str(h) for h in ds["hypothesis"].values],
@@ -106,6 +113,49 @@ def _status(args: argparse.Namespace) -> int:
         "damaged_chunks": [p.describe(info.variant_names) for p in problems],
         "complete": bool(done.all()),
     }
+
+
+def _watch(store: str, storage_options: dict, interval: float,
+           max_updates: int | None) -> int:
+    """Follow the live status file a run writes next to the store (toys, rate, ETA, failed
+    fits, running physics) until the run finishes."""
+    import time
+
+    from ..run.live import physics_text
+    from ..store.status import STATUS_KEY, read_status
+    from ..study.show import format_seconds
+
+    last = None
+    n = 0
+    while True:
+        st = read_status(store, storage_options)
+        if st is None:
+            print(f"toyengine: no live status yet ({store}/{STATUS_KEY}); waiting",
+                  file=sys.stderr)
+        elif st.get("updated") != last:
+            last = st.get("updated")
+            eta = st.get("eta_s")
+            line = (f"[{st['study']}] {st['toys_done']}/{st['toys_total']} toys | "
+                    f"{st.get('rate') or 0:.1f} toys/s | "
+                    f"ETA {format_seconds(eta) if eta is not None else '?'} | failed fits "
+                    f"{st['failed_fits']} ({100 * (st.get('failed_fraction') or 0):.1f}%) | "
+                    f"{st['state']} {st['updated']}")
+            phys = physics_text(st.get("physics") or {}, str(st.get("kind", "")))
+            print(line + (f" | {phys}" if phys else ""), flush=True)
+            if st.get("state") == "finished":
+                return 0
+        n += 1
+        if max_updates is not None and n >= max_updates:
+            return 1
+        time.sleep(interval)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    opts = _storage_options(args)
+    if args.watch:
+        return _watch(args.store, opts, args.interval, args.max_updates)
+    with _reading(args.store, opts):
+        out = _store_status(args.store, opts)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -136,12 +186,61 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    from ..study.show import describe_study, estimate_cost
+    from ..study.spec import load_spec
+
+    spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
+    cost = None
+    if args.time_toys > 0:
+        print(f"timing {args.time_toys} toy(s) ...", file=sys.stderr, flush=True)
+        cost = estimate_cost(spec, toys=args.time_toys, workers=args.workers)
+    sys.stdout.write(describe_study(spec, cost))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ..summary.html import write_report
+
+    opts = _storage_options(args)
+    with _reading(args.store, opts):
+        print(write_report(args.store, args.output, storage_options=opts))
+    return 0
+
+
 def _cmd_summary(args: argparse.Namespace) -> int:
     from ..store import open_results
-    from ..summary import render_summary
 
-    with _reading(args.store, _storage_options(args)):
-        print(render_summary(open_results(args.store, _storage_options(args)), args.format))
+    opts = _storage_options(args)
+    with _reading(args.store, opts):
+        ds = open_results(args.store, opts)
+        return _summary(ds, args)
+
+
+def _summary(ds: Any, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..summary import render_summary, summary_tables
+
+    sections = [x for item in args.section or () for x in item.split(",") if x] or None
+    out = Path(args.output) if args.output else None
+    if args.format == "csv" and out is not None:
+        tables = summary_tables(ds, sections)
+        if len(tables) > 1 or out.is_dir() or str(args.output).endswith("/"):
+            # one tidy CSV per table: DIRECTORY/<table name>.csv
+            out.mkdir(parents=True, exist_ok=True)
+            for t in tables:
+                path = out / f"{t.name}.csv"
+                path.write_text(t.to_csv(), encoding="utf-8")
+                print(path)
+            return 0
+    text = render_summary(ds, args.format, sections=sections)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(out)
     return 0
 
 
@@ -230,14 +329,22 @@ def _cmd_data(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
 
-    p = _Parser(prog="toyengine", description="Distributed toy studies for likelihood fits.")
+
+    p = _Parser(
+        prog="toyengine",
+        description="Distributed toy studies (pseudoexperiments) for likelihood fits: run a "
+        "study file into a result store, then summarise it.",
+        epilog="Results go to stdout, progress and errors to stderr. "
+        "'toyengine COMMAND --help' describes each command.")
     p.add_argument("--version", action="version", version=f"toyengine {__version__}",
                    help="print the version and exit")
     p.add_argument("--debug", action="store_true",
                    help="show the full traceback of an error (for bug reports)")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run (or resume, or extend) a study into a result store")
+    r = sub.add_parser("run", help="run (or resume, or extend) a study into a result store",
+                       description="Run a study into a result store; rerun the same command "
+                       "to resume, or with a larger --toys to extend.")
     r.add_argument("study", help="study file (YAML)")
     r.add_argument("--store", required=True,
                    help="result store: a path or an fsspec URL (s3://bucket/x.zarr, file://)")
@@ -260,44 +367,99 @@ def build_parser() -> argparse.ArgumentParser:
                    "the toy p-value of test.observed has this relative error")
     r.add_argument("--max-toys", type=_int_at_least(1), default=100000,
                    help="upper bound on toys with --precision (default 100000)")
-    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--write", default="auto", choices=["auto", "workers", "client"],
                    help="who writes results: each worker its own chunks, or the client "
                         "(auto: workers when they can reach the store)")
     r.add_argument("--worker-timeout", type=_positive_float, default=300.0,
-                   help="stop when no worker has been alive for this many seconds")
+                   help="stop when no worker has been alive for this many seconds "
+                        "(default 300)")
     _add_storage_option(r)
     r.set_defaults(func=_cmd_run)
 
-    s = sub.add_parser("status", help="chunks and toys done, failed fits, damaged chunks")
-    s.add_argument("store")
-    s.add_argument("--json", action="store_true")
+    sh = sub.add_parser("show", help="the validated study, its fits and a cost estimate",
+                        description="Print the validated study with defaults filled in, "
+                        "each model's parameters (labels, units, limits), the number of fits "
+                        "and a cost estimate from a few toys timed in this process.")
+    sh.add_argument("study", help="study file (YAML)")
+    sh.add_argument("--toys", type=_int_at_least(1),
+                    help="toys per variant (overrides the study file)")
+    sh.add_argument("--seed", type=_int_at_least(0), help="root seed (overrides the study file)")
+    sh.add_argument("--time-toys", type=_int_at_least(0), default=2, metavar="N",
+                    help="toys to time for the cost estimate (default 2; 0: no estimate)")
+    sh.add_argument("--workers", type=_int_at_least(1),
+                    help="workers the estimate assumes (default: one per core)")
+    sh.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("status", help="chunks and toys done, failed fits, damaged chunks; "
+                       "--watch: live",
+                       description="How far a store is: chunks and toys done, failed fits, "
+                       "done chunks whose data are missing. Exit code 0 when complete, 1 "
+                       "otherwise. With --watch, follow the live status a running study "
+                       "writes into the store (_toyengine/status.json): rate, ETA, failed "
+                       "fits and the running physics.")
+    s.add_argument("store", help="result store: a path or an fsspec URL")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
+    s.add_argument("--watch", action="store_true",
+                   help="follow the running study until it finishes")
+    s.add_argument("--interval", type=_positive_float, default=2.0,
+                   help="seconds between looks with --watch (default 2)")
+    s.add_argument("--max-updates", type=_int_at_least(1),
+                   help="with --watch: stop after this many looks (exit code 1)")
     _add_storage_option(s)
     s.set_defaults(func=_cmd_status)
 
     v = sub.add_parser("verify", help="read every done chunk; mark missing or corrupt ones "
-                                      "not done")
-    v.add_argument("store")
+                                      "not done",
+                       description="Read and decode every chunk marked done (checksums); "
+                       "report missing or corrupt ones by toy range and mark them not done, "
+                       "so that the next `toyengine run` recomputes them. Exit code 1 if any.")
+    v.add_argument("store", help="result store: a path or an fsspec URL")
     _add_storage_option(v)
     v.set_defaults(func=_cmd_verify)
 
-    m = sub.add_parser("summary", help="significance, pulls and systematic tables")
-    m.add_argument("store")
-    m.add_argument("--format", default="text", choices=["text", "markdown", "csv", "json"])
+    m = sub.add_parser("summary", help="significance, pulls and systematic tables",
+                       description="The summary of a store, headline table first (the "
+                       "systematic table of a systematic study, the p-value and Z of a "
+                       "significance study), fit bookkeeping last.")
+    m.add_argument("store", help="result store: a path or an fsspec URL")
+    m.add_argument("--format", default="text",
+                   choices=["text", "markdown", "latex", "csv", "json", "html"],
+                   help="output format (default: text); latex: booktabs tables; csv: one "
+                   "table (choose it with --section) or, with -o DIRECTORY, one file per table")
+    m.add_argument("--section", action="append", metavar="NAME",
+                   help="only this section (significance, gof, systematics, variations, "
+                   "pulls, ensembles, bookkeeping) or table (e.g. significance-pvalues); "
+                   "repeatable or comma-separated; an unknown name lists the choices")
+    m.add_argument("-o", "--output", metavar="FILE",
+                   help="write to FILE instead of stdout (csv with several tables: a "
+                   "directory, one FILE/<table>.csv each)")
     _add_storage_option(m)
     m.set_defaults(func=_cmd_summary)
 
     d = sub.add_parser("data", help="write the exact data set of one toy (rebuilt from the "
                        "seeds) as .npz")
     d.add_argument("source", help="result store (or study file)")
-    d.add_argument("--toy", type=int, required=True, help="toy index")
-    d.add_argument("--variant", type=int, default=0, help="variant index (default 0)")
+    d.add_argument("--toy", type=_int_at_least(0), required=True, help="toy index")
+    d.add_argument("--variant", type=_int_at_least(0), default=0, help="variant index (default 0)")
     d.add_argument("--out", required=True, help="output .npz (1-D models: array 'x'; "
                    "Dalitz models: the <run>/m2_kpi, <run>/m2_etacpi arrays their loader reads)")
     d.set_defaults(func=_cmd_data)
 
-    pl = sub.add_parser("plot", help="write PNG plots of a store")
-    pl.add_argument("store")
+    rp = sub.add_parser("report", help="one self-contained HTML report of a store",
+                        description="Write one HTML file with the summary tables, the plots "
+                        "(embedded), the study file and the provenance (digest, versions, "
+                        "seeds, toys, failed fits, timings).")
+    rp.add_argument("store", help="result store: a path or an fsspec URL")
+    rp.add_argument("-o", "--output", metavar="FILE",
+                    help="the HTML file (default: STORE.html next to a local store, "
+                    "NAME.html here for a URL)")
+    _add_storage_option(rp)
+    rp.set_defaults(func=_cmd_report)
+
+    pl = sub.add_parser("plot", help="write PNG plots of a store",
+                        description="Write the plots of a store as PNG files.")
+    pl.add_argument("store", help="result store: a path or an fsspec URL")
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
     _add_storage_option(pl)
     pl.set_defaults(func=_cmd_plot)
@@ -322,9 +484,10 @@ def _add_storage_option(p: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every error is one line on stderr and an exit code: 2 for what the user
-    must fix (command line, study file, store path or store of another study, cluster
-    settings or scheduler address), 1 for a failed run (I/O errors such as a full disk,
-    unexpected errors), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the traceback instead."""
+    must fix (command line, study file, store path or store of another study, summary
+    options, cluster settings or scheduler address), 1 for a failed run (I/O errors such as
+    a full disk, unexpected errors), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the
+    traceback instead."""
     args = build_parser().parse_args(argv)
     if args.debug:
         return int(args.func(args))
@@ -333,7 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except SpecError as exc:
         return _fail(f"invalid study file: {exc}", 2)
-    except (UsageError, StoreError, ClusterError) as exc:  # fix the command, store or setup
+    except (UsageError, StoreError, ClusterError, SummaryError) as exc:  # fix the command,
+        # store or setup (SummaryError: a summary option such as --section or --format)
         return _fail(str(exc), 2)
     except Interrupted as exc:
         return _fail(str(exc), 130)

@@ -45,10 +45,13 @@ class Parameter:
     step : float or None
         Starting step of the minimiser (and the unit of randomised multi-start offsets).
     unit : str
-        Unit for reports (e.g. ``"MeV"``); informational only.
+        Unit of ``value`` (``"MeV"``; ``""`` for yields, angles in radians and other
+        dimensionless numbers). Tables and plots print it next to the label.
     is_yield : bool
         An event yield: without an explicit ``step`` its step is the Poisson spread
         ``sqrt(max(|value|, 1))`` of a count of that size.
+    label : str
+        Display label (Unicode, e.g. ``"δm_BW"``); default the name.
     """
 
     name: str
@@ -59,6 +62,13 @@ class Parameter:
     step: float | None = None
     unit: str = ""
     is_yield: bool = False
+    label: str = ""
+
+    @property
+    def display(self) -> str:
+        """``label [unit]`` (the name if there is no label), e.g. ``"δm_BW [MeV]"``."""
+        text = self.label or self.name
+        return f"{text} [{self.unit}]" if self.unit else text
 
     def __post_init__(self) -> None:
         lo, hi = (float(v) for v in self.limits)

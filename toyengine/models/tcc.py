@@ -151,9 +151,11 @@ def build_tcc(options: Mapping[str, Any] | None = None,
             m_a, m_b = M_D0, M_D0 + M_PI
         shape = RelativisticBW("delta_m", "gamma", TCC_OFFSET, m_a, m_b, opts.L, opts.radius)
         scan = ("delta_m", "gamma")
-        params += [Parameter("n_sig", 117.0, (-1000.0, 1e6), is_yield=True),
-                   Parameter("delta_m", -0.273, (-3.0, 3.0), step=0.05),
-                   Parameter("gamma", 0.410, (0.0, 5.0), step=0.1)]
+        params += [Parameter("n_sig", 117.0, (-1000.0, 1e6), is_yield=True, label="N_sig"),
+                   Parameter("delta_m", -0.273, (-3.0, 3.0), step=0.05, unit="MeV",
+                             label="δm_BW"),
+                   Parameter("gamma", 0.410, (0.0, 5.0), step=0.1, unit="MeV",
+                             label="Γ_BW")]
         comps.append(Component("signal", "n_sig", shape))
     elif signal == "unitarised":
         from ..core.unitarised import UnitarisedShape
@@ -161,25 +163,30 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         uopts = opts.unitarised.model_dump(exclude_none=True)
         ushape = UnitarisedShape(**uopts)
         scan = ("delta_m_u",)
-        params += [Parameter("n_sig", 186.0, (-1000.0, 1e6), is_yield=True),
-                   Parameter("delta_m_u", -0.359, (-3.0, 3.0), step=0.05)]
+        params += [Parameter("n_sig", 186.0, (-1000.0, 1e6), is_yield=True, label="N_sig"),
+                   Parameter("delta_m_u", -0.359, (-3.0, 3.0), step=0.05, unit="MeV",
+                             label="δm_U")]
         if "g" in ushape.param_names:
-            params.append(Parameter("g", float(uopts.get("g", 8.08)), (0.1, 1e4), step=2.0))
+            params.append(Parameter("g", float(uopts.get("g", 8.08)), (0.1, 1e4), step=2.0,
+                                    unit="GeV", label="|g|"))
         comps.append(Component("signal", "n_sig", ushape))
 
     order = opts.background_order
     names = tuple(f"bkg_phi{k + 1}" for k in range(order))
-    params.append(Parameter("n_bkg", 700.0, (0.0, 1e7), is_yield=True))
+    params.append(Parameter("n_bkg", 700.0, (0.0, 1e7), is_yield=True, label="N_bkg"))
     for name, angle in zip(names, _sphere_angles_for_flat(order), strict=True):
-        params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
+        params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1,
+                                label=f"φ{name[len('bkg_phi'):]}(bkg)"))
     comps.append(Component("background", "n_bkg",
                            PhaseSpacePolynomial(names, TCC_OFFSET, (M_DSTP, M_D0), lo, hi)))
     tb = opts.three_body_order
     if tb is not None:
         tnames = tuple(f"bkg3_phi{k + 1}" for k in range(tb))
-        params.append(Parameter("n_bkg3", 100.0, (0.0, 1e7), is_yield=True))
+        params.append(Parameter("n_bkg3", 100.0, (0.0, 1e7), is_yield=True,
+                                label="N_bkg(D0D0π+)"))
         for name, angle in zip(tnames, _sphere_angles_for_flat(tb), strict=True):
-            params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1))
+            params.append(Parameter(name, angle, (0.0, math.pi / 2), step=0.1,
+                                    label=f"φ{name[len('bkg3_phi'):]}(D0D0π+ bkg)"))
         comps.append(Component("background3", "n_bkg3",
                                PhaseSpacePolynomial(tnames, TCC_OFFSET, (M_D0, M_D0, M_PI), lo, hi),
                                convolve=False))

@@ -157,7 +157,8 @@ class Zc4100Options(BuilderOptions):
     coefficient_values: dict[Literal[tuple(COEFFICIENTS)], _VALUE_SIGMA] = Field(  # type: ignore[valid-type]
         default_factory=dict, description="{component: [re, im]} start values")
     maps: Literal["files", "synthetic"] = Field(
-        "files", description=".npz maps from map_dir, or the same stand-ins in memory")
+        "files", description=".npz maps or ROOT TH2 (file.root:name) from map_dir, or "
+        "the same stand-ins in memory")
     map_dir: str | None = Field(None, min_length=1, description="directory of relative "
                                 "map_files (default studies/zc4100)")
     map_files: dict[_NAME, dict[_NAME, Annotated[str, Field(min_length=1)]]] = Field(
@@ -228,12 +229,15 @@ def _load_maps(opts: dict[str, Any]) -> dict[str, dict[str, SDPHistogram]]:
         out[run] = {}
         for key, fname in files.items():
             kind = "efficiency" if key == "efficiency" else "background"
-            path = Path(fname)
+            name, _, hist_key = str(fname).partition(".root:")
+            is_root = bool(hist_key) or name.endswith(".root")
+            path = Path(name + ".root" if hist_key else name)
             if not path.is_absolute():
                 path = base / path
-            ck = (str(path), kind)
+            ck = (f"{path}:{hist_key}", kind)
             if ck not in cache:
-                cache[ck] = SDPHistogram.from_npz(path, kind)
+                cache[ck] = (SDPHistogram.from_root(path, hist_key, kind) if is_root
+                             else SDPHistogram.from_npz(path, kind))
             out[run][key] = cache[ck]
     return out
 
@@ -283,9 +287,11 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         ``coefficient_values``
             ``{component: [re, im]}`` overrides of the illustrative start values.
         ``maps`` / ``map_dir`` / ``map_files``
-            ``"files"`` reads ``.npz`` maps (relative names resolved in ``map_dir``,
-            default ``studies/zc4100``); ``"synthetic"`` builds the same stand-ins in
-            memory. ``map_files = {run: {"efficiency": f, <background name>: f, ...}}``
+            ``"files"`` reads ``.npz`` maps, or ROOT ``TH2`` histograms named
+            ``"file.root:histogram"`` (x = m′, y = θ′, errors from the sum of weights
+            squared; needs the ``[root]`` extra, uproot), relative names resolved in
+            ``map_dir``, default ``studies/zc4100``; ``"synthetic"`` builds the same
+            stand-ins in memory. ``map_files = {run: {"efficiency": f, <background name>: f, ...}}``
             defines the runs and their background components.
         ``yields`` / ``yield_values``
             ``"fixed"`` (seed 000 §6) or ``"constrained"`` (Gaussian, §7);
@@ -338,12 +344,16 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         step = STEPS.get(name, 0.06)  # ≈ the statistical error with ~2000 decays
         if polar:
             mag, ph = math.hypot(re, im), math.atan2(im, re)
-            params.append(Parameter(f"mag_{name}", mag, (0.0, math.inf), fixed=ref, step=step))
+            params.append(Parameter(f"mag_{name}", mag, (0.0, math.inf), fixed=ref, step=step,
+                                    label=f"|c({name})|"))
             params.append(Parameter(f"ph_{name}", ph, (-2 * math.pi, 2 * math.pi), fixed=ref,
-                                    step=step / max(mag, 0.05)))
+                                    step=step / max(mag, 0.05), unit="rad",
+                                    label=f"arg c({name})"))
         else:
-            params.append(Parameter(f"re_{name}", re, fixed=ref, step=step))
-            params.append(Parameter(f"im_{name}", im, fixed=ref, step=step))
+            params.append(Parameter(f"re_{name}", re, fixed=ref, step=step,
+                                    label=f"Re c({name})"))
+            params.append(Parameter(f"im_{name}", im, fixed=ref, step=step,
+                                    label=f"Im c({name})"))
 
     def kstar(name: str, ref: bool = False) -> None:
         t = KSTAR_TABLE[name]
@@ -356,8 +366,9 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
             else:
                 m = m + t["dm"] * rng.standard_normal()
                 w = max(w + t["dw"] * rng.standard_normal(), 0.1 * t["w"])
-        params.append(Parameter(f"m_{name}", m, fixed=True))
-        params.append(Parameter(f"w_{name}", w, (0.0, math.inf), fixed=True))
+        params.append(Parameter(f"m_{name}", m, fixed=True, unit="MeV", label=f"m({name})"))
+        params.append(Parameter(f"w_{name}", w, (0.0, math.inf), fixed=True, unit="MeV",
+                                label=f"Γ({name})"))
         coef(name, ref)
         comps.append(Component(name, Lineshape("rbw", "kpi", int(t["spin"]), r_kpi),
                                (f"m_{name}", f"w_{name}")))
@@ -370,11 +381,15 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         mc, wc = lass["m_constraint"], lass["w_constraint"]
         params += [
             Parameter("m_lass", float(lass["m"]), (1200.0, 1700.0),
-                      constraint=Constraint(float(mc[0]), float(mc[1])), step=15.0),
+                      constraint=Constraint(float(mc[0]), float(mc[1])), step=15.0, unit="MeV",
+                      label="m(LASS)"),
             Parameter("w_lass", float(lass["w"]), (80.0, 600.0),
-                      constraint=Constraint(float(wc[0]), float(wc[1])), step=30.0),
-            Parameter("a_lass", float(lass["a"]), (0.2, 12.0), step=2.0),
-            Parameter("r_lass", float(lass["r"]), (-8.0, 25.0), step=4.0),
+                      constraint=Constraint(float(wc[0]), float(wc[1])), step=30.0, unit="MeV",
+                      label="Γ(LASS)"),
+            Parameter("a_lass", float(lass["a"]), (0.2, 12.0), step=2.0, unit="GeV⁻¹",
+                      label="a(LASS)"),
+            Parameter("r_lass", float(lass["r"]), (-8.0, 25.0), step=4.0, unit="GeV⁻¹",
+                      label="r(LASS)"),
         ]
         cut = float(lass["cutoff"])
         if sw == "lass_split":
@@ -392,9 +407,11 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         t = KSTAR_TABLE["kst0_1430"]
         params += [
             Parameter("m_kst0_1430", t["m"], (1200.0, 1700.0),
-                      constraint=Constraint(t["m"], t["dm"]), step=10.0),
+                      constraint=Constraint(t["m"], t["dm"]), step=10.0, unit="MeV",
+                      label="m(K*0(1430))"),
             Parameter("w_kst0_1430", t["w"], (80.0, 600.0),
-                      constraint=Constraint(t["w"], t["dw"]), step=15.0),
+                      constraint=Constraint(t["w"], t["dw"]), step=15.0, unit="MeV",
+                      label="Γ(K*0(1430))"),
         ]
         coef("kst0_1430")
         comps.append(Component("kst0_1430", Lineshape("rbw", "kpi", 0, r_kpi),
@@ -412,8 +429,10 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         mlo, mhi = (float(v) for v in opts["zc_mass_limits"])
         wlo, whi = (float(v) for v in opts["zc_width_limits"])
         params += [
-            Parameter("m_zc", float(opts["zc_mass"]), (mlo, mhi), step=20.0),
-            Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=50.0),
+            Parameter("m_zc", float(opts["zc_mass"]), (mlo, mhi), step=20.0, unit="MeV",
+                      label="m(Zc)"),
+            Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=50.0, unit="MeV",
+                      label="Γ(Zc)"),
         ]
         coef("zc")
         comps.append(Component("zc", Lineshape("rbw", "etacpi", zc_spin, r_ecpi),
@@ -450,7 +469,8 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
             val, sig = (float(v) for v in yv[run][key])
             fixed = opts["yields"] == "fixed"
             params.append(Parameter(f"n_{key}_{run}", val, (0.0, math.inf), fixed=fixed,
-                                    constraint=None if fixed else Constraint(val, sig), step=sig))
+                                    constraint=None if fixed else Constraint(val, sig), step=sig,
+                                    label=f"N_{key}({run})"))
         runs.append(RunSpec(run, eff, f"n_sig_{run}", tuple(bkgs)))
 
     model = Zc4100Model(kin, comps, ParameterSet(tuple(params)), runs, vetoes, polar=polar,

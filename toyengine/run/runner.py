@@ -39,9 +39,11 @@ from ..store.results import (
     unmark,
     write_chunk,
 )
-from ..study.recipe import Chunk, ChunkResult, param_axis, run_chunk
+from ..study.recipe import Chunk, ChunkResult, param_axis, param_labels, run_chunk
 from ..study.reference import check_degenerate, generator_model
+from ..study.show import estimate_cost
 from ..study.spec import StudySpec, build_model
+from .live import LivePhysics, Progress, live_part
 from .preflight import (
     CONNECT_TIMEOUT,
     UsageError,
@@ -51,7 +53,7 @@ from .preflight import (
     probe_scheduler,
 )
 
-__all__ = ["RunReport", "auto_chunk_size", "run_study", "run_to_precision", "time_toys",
+__all__ = ["RunReport", "auto_chunk_size", "run_study", "run_to_precision",
            "toys_for_precision"]
 
 #: floor of the automatic task length (seconds of work per chunk)
@@ -107,63 +109,6 @@ def auto_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_worker
     size = min(by_time, by_balance, max(toys, 1))
     by_count = math.ceil(toys * n_variants / max(max_chunks, 1))
     return int(max(1, size, min(by_count, max(toys, 1))))
-
-
-def time_toys(spec: StudySpec, params: tuple[str, ...], budget: float = 1.0,
-              max_toys: int = 50) -> float:
-    """Seconds per toy, measured in this process: one toy to build and cache the models
-    (not counted), then toys until ``budget`` seconds or ``max_toys`` toys."""
-    run_chunk(spec, Chunk(0, 0, 0, 1), params)
-    n, t0 = 0, time.perf_counter()
-    while n < min(max_toys, max(spec.toys - 1, 1)):
-        run_chunk(spec, Chunk(0, 0, 1 + n, 2 + n), params)
-        n += 1
-        if time.perf_counter() - t0 > budget:
-            break
-    return (time.perf_counter() - t0) / max(n, 1)
-
-
-class _Progress:
-    """One status line: toys done/total, toys/s, ETA, failed fits."""
-
-    def __init__(self, name: str, total: int, done: int, out: TextIO | None):
-        self.name, self.total, self.done, self.out = name, total, done, out
-        self.start_done = done
-        self.failed = 0
-        self.t0 = time.monotonic()
-        self.last = 0.0
-        self.tty = bool(out is not None and getattr(out, "isatty", lambda: False)())
-
-    def update(self, n: int, failed: int, final: bool = False) -> None:
-        self.done += n
-        self.failed += failed
-        if self.out is None:
-            return
-        now = time.monotonic()
-        if not final and now - self.last < (0.5 if self.tty else 10.0):
-            return
-        self.last = now
-        el = now - self.t0
-        rate = (self.done - self.start_done) / el if el > 0 else 0.0
-        left = self.total - self.done
-        eta = _fmt_seconds(left / rate) if rate > 0 else "?"
-        pct = 100.0 * self.done / max(self.total, 1)
-        line = (f"[{self.name}] {self.done}/{self.total} toys ({pct:.0f}%) | "
-                f"{rate:.1f} toys/s | ETA {eta} | failed fits {self.failed}")
-        if self.tty:
-            self.out.write("\r" + line + ("\n" if final else ""))
-        else:
-            self.out.write(line + "\n")
-        self.out.flush()
-
-
-def _fmt_seconds(s: float) -> str:
-    s = int(round(s))
-    if s >= 3600:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
 
 
 def _truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -228,6 +173,25 @@ def check_workers_import(client: Any, spec: StudySpec) -> None:
         msg = (f"worker {worker} cannot import {err}{more}; install the module on the "
                "workers (cluster/README.md, 'User code on workers')")
         raise ClusterError(msg)
+
+
+def _live_physics(spec: StudySpec, params: tuple[str, ...], info: StoreInfo) -> LivePhysics:
+    """The running-physics accumulator of a run, from the store's truth and labels."""
+    names = list(params)
+    labels = list(names)
+    group = info.group
+    if "param_label" in group and "param_unit" in group:
+        lab, unit = group["param_label"][:], group["param_unit"][:]
+        labels = [f"{lb} [{u}]" if u else str(lb) for lb, u in zip(lab, unit, strict=True)]
+    test = spec.test
+    return LivePhysics(
+        kind=spec.kind, params=names, labels=labels, poi=spec.poi,
+        hypotheses=list(spec.hypotheses), generate=spec.generate,
+        truth=np.asarray(group["truth"][:]), reference=np.asarray(group["reference"][:]),
+        variant_names=[v.name for v in spec.variants],
+        variant_groups=[v.group for v in spec.variants],
+        h0=str(test.get("h0", "")), h1=str(test.get("h1", "")),
+        observed_t=float(test.get("observed", math.nan)))
 
 
 def _make_client(workers: int | None, scheduler: str | None, security: Any,
@@ -306,13 +270,13 @@ def chunk_task(name: str, chunk: Chunk) -> ChunkResult:
 
 
 def chunk_write_task(name: str, chunk: Chunk, loc: Location, toys: int,
-                     chunk_size: int) -> tuple[int, int, int]:
+                     chunk_size: int) -> ChunkResult:
     """Task (workers write): run the chunk, write its region and done marker; returns
-    ``(index, toys, failed fits)`` — all the client needs."""
+    only what the client's progress needs (:func:`~toyengine.run.live.live_part`)."""
     spec, params = _shipped(name)
     res = run_chunk(spec, chunk, params)
     write_chunk(loc, res, toys, chunk_size)
-    return chunk.index, chunk.size, res.n_failed
+    return live_part(res)
 
 
 def _store_visible(loc: str) -> bool:
@@ -443,15 +407,21 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if not existing:
                 if chunk_size is None:
                     chunk_size = spec.chunk_size
-                if chunk_size is None:
+                if chunk_size is None or progress is not None:
+                    # timed toys: size the chunks and tell the user what the run costs
                     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                    t_toy = time_toys(spec, params)
+                    cost = estimate_cost(spec, toys=50, budget=1.0, workers=n_workers,
+                                         params=params)
                     check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
-                                     len(params), yes, t_toy)
-                    chunk_size = auto_chunk_size(t_toy, spec.toys, len(spec.variants),
-                                                 n_workers)
+                                     len(params), yes, cost.seconds_per_toy)
+                    if progress is not None:
+                        progress.write(f"estimate: {cost.text()}\n")
+                    if chunk_size is None:
+                        chunk_size = auto_chunk_size(cost.seconds_per_toy, spec.toys,
+                                                     len(spec.variants), n_workers)
                 truth, reference = _truth_and_reference(spec, params)
-                create_store(loc, spec, params, truth, reference, chunk_size, degenerate)
+                create_store(loc, spec, params, truth, reference, chunk_size, degenerate,
+                             labels=param_labels(spec, params))
                 info = StoreInfo(loc)
             problems = check_chunks(info)
             report_repaired = [p.describe(info.variant_names) for p in problems]
@@ -473,15 +443,16 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if progress is not None and report.chunks_skipped:
                 progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks "
                                "already done\n")
-            bar = _Progress(spec.name, total_toys,
-                            sum(c.size for c in chunks if done[c.index]), progress)
+            bar = Progress(spec.name, spec.kind, total_toys,
+                           sum(c.size for c in chunks if done[c.index]), progress,
+                           physics=_live_physics(spec, params, info), status=loc)
             try:
                 _submit_and_collect(client, spec, params, pending, loc, info, mode, bar,
                                     report, worker_timeout)
             except KeyboardInterrupt:
                 interrupted = True
             else:
-                bar.update(0, 0, final=True)
+                bar.update(None, final=True)
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -526,7 +497,7 @@ def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:
 
 def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
                         pending: list[Chunk], loc: Location, info: StoreInfo, mode: str,
-                        bar: _Progress, report: RunReport, worker_timeout: float) -> None:
+                        bar: Progress, report: RunReport, worker_timeout: float) -> None:
     from distributed import as_completed
 
     if not pending:
@@ -543,7 +514,6 @@ def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
     else:
         futures = client.map(chunk_task, [name] * len(pending), pending, key=keys, retries=3,
                              pure=False)
-    sizes = {c.index: c.size for c in pending}
     watch = _WorkerWatch(client, worker_timeout)
     # with_results: each result is fetched in the background as its task finishes, so the
     # loop below never blocks on a result whose worker has just died (it would wait for a
@@ -564,14 +534,11 @@ def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
                 if fut.status != "finished" or isinstance(res, BaseException):
                     report.errors.append(f"{fut.key}: {type(res).__name__}: {res}")
                     continue
-                if mode == "workers":
-                    index, _, failed = res
-                else:
+                if mode == "client":
                     write_chunk(loc, res, info.toys, info.chunk_size)
-                    index, failed = res.chunk.index, res.n_failed
                 report.chunks_run += 1
-                report.failed_fits += failed
-                bar.update(sizes[index], failed)
+                report.failed_fits += res.n_failed
+                bar.update(res)
                 del fut, res
     finally:
         left = list(ac.futures)

@@ -17,7 +17,8 @@ from .results import (
     verify_store,
     write_chunk,
 )
+from .status import read_status, write_status
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
-           "extend_store", "open_results", "plan_chunks", "unmark", "verify_store",
-           "write_chunk"]
+           "extend_store", "open_results", "plan_chunks", "read_status", "unmark",
+           "verify_store", "write_chunk", "write_status"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,11 +132,15 @@ def toy_var_names(group: zarr.Group) -> tuple[str, ...]:
 
 def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence[str],
                  truth: np.ndarray, reference: np.ndarray, chunk_size: int,
-                 degenerate: Sequence[tuple[str, str]] = ()) -> list[Chunk]:
+                 degenerate: Sequence[tuple[str, str]] = (),
+                 labels: Mapping[str, tuple[str, str]] | None = None) -> list[Chunk]:
     """Create an empty store for ``spec`` from metadata (no toy is materialised); returns
     its chunks. The caller holds the store's lease. A store left half-created by a killed
     creation is removed first; anything else at the location is refused. ``degenerate``:
-    (variant, same-density variant) pairs, recorded as an attribute."""
+    (variant, same-density variant) pairs, recorded as an attribute. ``labels`` maps
+    parameter names to ``(display label, unit)``
+    (:func:`toyengine.study.recipe.param_labels`), stored as the ``param_label`` and
+    ``param_unit`` coordinates; default the names and no units."""
     import dask.array as da
 
     loc = Location.of(store)
@@ -178,6 +182,10 @@ def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence
         "toy": np.arange(spec.toys),
         "hypothesis": np.array(spec.hypotheses, dtype=object),
         "param": np.array(params, dtype=object),
+        "param_label": ("param", np.array([(labels or {}).get(p, (p, ""))[0] for p in params],
+                                          dtype=object)),
+        "param_unit": ("param", np.array([(labels or {}).get(p, (p, ""))[1] for p in params],
+                                         dtype=object)),
     }
     encoding["toy"] = {"chunks": (_COORD_CHUNK,)}
     test = spec.test

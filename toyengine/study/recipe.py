@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ from .seeds import data_streams, fit_rng, global_observables_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
 __all__ = ["Chunk", "ChunkResult", "global_observables", "lee_local_dof", "param_axis",
-           "run_chunk", "scan_plan", "toy_data", "toy_nll"]
+           "param_labels", "run_chunk", "scan_plan", "toy_data", "toy_nll"]
 
 
 
@@ -82,6 +83,23 @@ def param_axis(spec: StudySpec) -> tuple[str, ...]:
                 if n not in names:
                     names.append(n)
     return tuple(names)
+
+
+def param_labels(spec: StudySpec, params: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """``{name: (label, unit)}`` for ``params`` from the models' :class:`Parameter`
+    declarations (first model that declares the name wins; derived quantities and
+    parameters without a label get their name and no unit)."""
+    out: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()
+    for v in spec.variants:
+        if seen >= set(params):
+            break
+        for m in (v.generate, *spec.hypotheses):
+            for p in build_model(spec, v, m).parameters:
+                seen.add(p.name)
+                if p.name not in out and (p.label or p.unit):
+                    out[p.name] = (p.label or p.name, p.unit)
+    return {n: out.get(n, (n, "")) for n in params}
 
 
 def _n_events(data: Any) -> int:

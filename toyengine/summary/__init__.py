@@ -11,7 +11,8 @@ Importing this package registers the ``Dataset.toys`` accessor.
 
 Modules: :mod:`.significance` (p ↔ Z, χ² and toy p-values, χ²-ndof fit, test statistic,
 significance / J^P summaries), :mod:`.pulls` (bias, pulls, coverage), :mod:`.systematics`
-(systematic tables), :mod:`.report` (:func:`render_summary`), :mod:`.plots` (PNG, needs
+(systematic tables), :mod:`.report` (:func:`render_summary`, :func:`summary_tables`),
+:mod:`.labels` (parameter labels and units), :mod:`.plots` (PNG, needs
 matplotlib), :mod:`.accessor` (``ds.toys``), :mod:`.testing` (synthetic Datasets).
 """
 
@@ -21,7 +22,7 @@ from . import accessor as _accessor  # noqa: F401  (registers Dataset.toys)
 from ._common import MissingDependencyError, SummaryError, clopper_pearson
 from .plots import plot_pulls, plot_systematics, plot_t_distribution, write_plots
 from .pulls import PullRow, PullTable, pull_summary
-from .report import failed_summary, render_summary
+from .report import SECTIONS, failed_summary, render_summary, summary_tables
 from .significance import (
     Chi2Fit,
     EmpiricalP,
@@ -42,6 +43,7 @@ from .systematics import SystRow, SystTable, VariantShift, systematic_table
 from .tables import Table
 
 __all__ = [
+    "SECTIONS",
     "Chi2Fit",
     "EmpiricalP",
     "MissingDependencyError",
@@ -68,6 +70,7 @@ __all__ = [
     "pull_summary",
     "render_summary",
     "significance_summary",
+    "summary_tables",
     "systematic_table",
     "test_statistic",
     "variant_significance",

@@ -16,6 +16,7 @@ import xarray as xr
 from scipy import stats
 
 from ._common import MissingDependencyError, SummaryError, default_hypothesis
+from .labels import param_label, with_units
 from .pulls import pull_summary
 from .significance import (
     TOY_TEST_KINDS,
@@ -23,7 +24,7 @@ from .significance import (
     test_statistic,
     variant_index,
 )
-from .systematics import SystTable, systematic_table
+from .systematics import SystTable
 
 __all__ = ["plot_pulls", "plot_systematics", "plot_t_distribution", "write_plots"]
 
@@ -156,6 +157,7 @@ def plot_pulls(
     hyp = hypothesis or default_hypothesis(ds)
     v = variant_index(ds, variant)
     table = pull_summary(ds, hypothesis=hyp)
+    labels = param_label(ds)
     rows = [r for r in table.rows if r.variant == v and (params is None or r.param in params)]
     if not rows:
         msg = f"plot_pulls: no parameter with a truth value and HESSE errors for {hyp!r}"
@@ -187,7 +189,8 @@ def plot_pulls(
                 f"σ = {r.pull_width:.3f} ± {r.pull_width_err:.3f}",
             )
         ax.plot(xx, w * stats.norm.pdf(xx), "k--", lw=0.8, label="N(0, 1)")
-        ax.set_xlabel(f"pull {r.param}")
+        ax.set_xlabel(f"pull of {labels.get(r.param, r.param)}  (x̂ − truth)/σ̂")
+        ax.set_ylabel(f"toys / {edges[1] - edges[0]:.2g}")
         ax.set_title(
             f"{r.hypothesis}: n={r.n_used}, failed {100 * r.failed_fraction:.2g}%", fontsize=9
         )
@@ -212,7 +215,7 @@ def plot_systematics(
     marked. Dashed lines mark ± the quadrature total. Accepts a :class:`SystTable` or a
     Dataset (then :func:`systematic_table` with defaults).
     """
-    st = systematic_table(table) if isinstance(table, xr.Dataset) else table
+    st = with_units(table) if isinstance(table, xr.Dataset) else table
     per_variant = len(st.variants) <= max_variants
     nrows = len(st.variants) if per_variant else len(st.rows) + len(st.separate)
     npar = len(st.params)
@@ -252,6 +255,7 @@ def plot_systematics(
         ax.axvline(0.0, color="k", lw=0.6)
         unit = f" [{st.units[p]}]" if p in st.units else ""
         ax.set_xlabel(f"shift of {p}{unit}")
+        ax.set_ylabel("")
     axes[0].set_yticks(y, labels, fontsize=7)
     axes[0].invert_yaxis()
     fig.suptitle(f"Systematic shifts (vs {st.relative_to}); dashed: ± total", fontsize=9)
@@ -283,7 +287,10 @@ def write_plots(ds: xr.Dataset, outdir: str | Path) -> list[Path]:
             plot_t_distribution(ds, p, variant=v)
             written.append(p)
     if "truth" in ds and bool(np.isfinite(ds["truth"].values).any()):
-        table = pull_summary(ds)
+        from .report import generating_hypothesis
+
+        gen = generating_hypothesis(ds) if kind in TOY_TEST_KINDS else None
+        table = pull_summary(ds, hypothesis=gen)
         for h in dict.fromkeys(r.hypothesis for r in table.rows if r.variant == 0):
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in h)
             p = out / f"pulls_{safe}.png"
@@ -291,6 +298,6 @@ def write_plots(ds: xr.Dataset, outdir: str | Path) -> list[Path]:
             written.append(p)
     if kind in SYSTEMATIC_KINDS:
         p = out / "systematics.png"
-        plot_systematics(systematic_table(ds), p)
+        plot_systematics(with_units(ds), p)
         written.append(p)
     return written

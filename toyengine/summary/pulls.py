@@ -32,6 +32,7 @@ from ._common import (
     jsonable,
     require_vars,
 )
+from .labels import param_display
 from .tables import Cell, Table
 
 __all__ = ["PullRow", "PullTable", "pull_summary"]
@@ -104,6 +105,7 @@ class PullTable:
     cl: float = CL_1SIGMA
     study_name: str = ""
     failed: tuple[tuple[int, str, str, int, int, int], ...] = field(default=())
+    labels: tuple[tuple[str, str], ...] = field(default=())
 
     def row(self, param: str, hypothesis: str | None = None, variant: int = 0) -> PullRow:
         """The row of ``param`` (and ``hypothesis``/``variant`` if several)."""
@@ -124,7 +126,10 @@ class PullTable:
         raise SummaryError(msg)
 
     def table(self) -> Table:
-        """The display/CSV table."""
+        """The display/CSV table: parameters by their display label and unit (values in that
+        unit); a pull mean more than 3σ from 0 or a width more than 3σ from 1 (σ its
+        statistical error) is flagged with ``!``; the variant column is left out when there
+        is one variant, the MINOS column when MINOS did not run."""
         hdr = (
             "variant",
             "hyp.",
@@ -142,8 +147,14 @@ class PullTable:
             "cov. HESSE",
             "cov. MINOS",
         )
+        display = dict(self.labels)
+        one_variant = len({r.variant for r in self.rows}) <= 1
+        n_flag = 0
         cells = []
         for r in self.rows:
+            flag_m = _off_by(r.pull_mean, 0.0, r.pull_mean_err)
+            flag_w = _off_by(r.pull_width, 1.0, r.pull_width_err)
+            n_flag += flag_m + flag_w
             cov_m = (
                 f"{fmt_num(r.coverage_minos, 3)} [{fmt_num(r.coverage_minos_lo, 3)}, "
                 f"{fmt_num(r.coverage_minos_hi, 3)}]"
@@ -152,9 +163,9 @@ class PullTable:
             )
             cells.append(
                 (
-                    r.variant_name or str(r.variant),
+                    "—" if one_variant else (r.variant_name or str(r.variant)),
                     r.hypothesis,
-                    r.param,
+                    display.get(r.param, r.param),
                     fmt_num(r.truth, 4),
                     str(r.n_used),
                     f"{r.n_failed}/{r.n_done} ({fmt_num(100 * r.failed_fraction, 2)}%)",
@@ -163,8 +174,10 @@ class PullTable:
                     fmt_num(r.mean_error, 3),
                     fmt_num(r.bias, 3),
                     fmt_num(r.bias_over_error, 2),
-                    f"{fmt_num(r.pull_mean, 2)} ± {fmt_num(r.pull_mean_err, 1)}",
-                    f"{fmt_num(r.pull_width, 3)} ± {fmt_num(r.pull_width_err, 1)}",
+                    f"{fmt_num(r.pull_mean, 2)} ± {fmt_num(r.pull_mean_err, 1)}"
+                    + (" !" if flag_m else ""),
+                    f"{fmt_num(r.pull_width, 3)} ± {fmt_num(r.pull_width_err, 1)}"
+                    + (" !" if flag_w else ""),
                     f"{fmt_num(r.coverage_hesse, 3)} [{fmt_num(r.coverage_hesse_lo, 3)}, "
                     f"{fmt_num(r.coverage_hesse_hi, 3)}]",
                     cov_m,
@@ -173,6 +186,8 @@ class PullTable:
         notes = [
             "pull = (x̂ − truth)/σ̂(HESSE); width error σ/√(2(n−1)); coverage of ±1σ "
             "(nominal 0.683) with Clopper–Pearson 68.27% interval.",
+            *([f"! = pull mean more than 3σ from 0 or width more than 3σ from 1 "
+               f"({n_flag} flagged)."] if n_flag else []),
             "failed = attempted fits that did not converge / attempted fits; "
             + (
                 "invalid fits ARE included in the numbers (include_failed=True)."
@@ -194,6 +209,12 @@ class PullTable:
         """``[self.table()]`` (uniform interface with the other summaries)."""
         return [self.table()]
 
+    def __repr__(self) -> str:
+        return self.table().to_text()
+
+    def _repr_html_(self) -> str:
+        return self.table().to_html()
+
     def to_text(self) -> str:
         """Plain text."""
         return self.table().to_text()
@@ -213,6 +234,12 @@ class PullTable:
     def to_dict(self) -> dict[str, Any]:
         """JSON-compatible dict."""
         return jsonable(self)  # type: ignore[no-any-return]
+
+
+def _off_by(x: float, target: float, err: float) -> bool:
+    """``|x − target| > 3 err`` (False when either is not finite)."""
+    return bool(math.isfinite(x) and math.isfinite(err) and err > 0
+                and abs(x - target) > 3.0 * err)
 
 
 def _row(
@@ -378,4 +405,5 @@ def pull_summary(
         cl=cl,
         study_name=str(ds.attrs.get("study_name", "")),
         failed=tuple(failed),
+        labels=tuple(param_display(ds).items()),
     )

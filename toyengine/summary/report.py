@@ -12,23 +12,25 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 
 from ._common import SummaryError, fit_masks, fmt_num, jsonable, require_vars
+from .labels import param_display, with_units
 from .pulls import pull_summary
 from .significance import TOY_TEST_KINDS, significance_summary, variant_significance
-from .systematics import systematic_table
 from .tables import Cell, Table
 
-__all__ = ["SYSTEMATIC_KINDS", "failed_summary", "failed_table", "render_summary"]
+__all__ = ["SECTIONS", "SYSTEMATIC_KINDS", "failed_summary", "failed_table",
+           "generating_hypothesis", "render_summary", "summary_tables"]
 
 #: Kinds whose summary includes a systematic table.
 SYSTEMATIC_KINDS = ("model_variation", "template_smearing", "parameter_variation")
 
-Format = Literal["text", "markdown", "latex", "csv", "json"]
+Format = Literal["text", "markdown", "latex", "csv", "json", "html"]
 
 
 def failed_summary(ds: xr.Dataset) -> xr.Dataset:
@@ -152,12 +154,14 @@ def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
 
 def ensemble_table(ds: xr.Dataset) -> Table | None:
     """Mean and RMS of the fitted parameters of interest per variant and hypothesis, over
-    converged fits — the shape of seed 002's Table 2 (cross-check ensembles). ``None`` when
+    converged fits — the shape of the pseudoexperiment cross-check table (Table 2) of LHCb,
+    Nature Communications 13 (2022) 3351. ``None`` when
     the study names no ``poi`` present in the store."""
     poi = [p for p in str(ds.attrs.get("poi", "")).split() if p in list(ds["param"].values)]
     if not poi:
         return None
     names = [str(n) for n in ds["variant_name"].values]
+    display = param_display(ds)
     rows, raw = [], []
     for v, vname in enumerate(names):
         for h in [str(x) for x in ds["hypothesis"].values]:
@@ -170,8 +174,8 @@ def ensemble_table(ds: xr.Dataset) -> Table | None:
                 mean = float(vals.mean())
                 rms = float(vals.std(ddof=1)) if vals.size > 1 else float("nan")
                 err = rms / np.sqrt(vals.size) if vals.size > 1 else float("nan")
-                rows.append((vname, h, p, str(vals.size), f"{fmt_num(mean, 4)} ± {fmt_num(err, 2)}",
-                             fmt_num(rms, 3)))
+                rows.append((vname, h, display[p], str(vals.size),
+                             f"{fmt_num(mean, 4)} ± {fmt_num(err, 2)}", fmt_num(rms, 3)))
                 raw.append((vname, h, p, int(vals.size), mean, err, rms))
     if not rows:
         return None
@@ -190,7 +194,7 @@ def gof_table(ds: xr.Dataset) -> Table | None:
     """Toy distribution of the goodness-of-fit statistic (``gof``) and the toy-based p-value
     of the observed value (``observed_t`` attribute, from the study's ``test.observed``):
     the fraction of toys with a larger statistic, with its Clopper–Pearson interval
-    (seed 000 §6.4)."""
+    (LHCb, Eur. Phys. J. C 78 (2018) 1019: adaptive binned χ² and its toy p-value)."""
     if "gof" not in ds or str(ds.attrs.get("kind", "")) != "goodness_of_fit":
         return None
     from .significance import empirical_pvalue
@@ -226,9 +230,10 @@ def gof_table(ds: xr.Dataset) -> Table | None:
 
 
 def variation_significance_table(ds: xr.Dataset) -> Table | None:
-    """Significance (or J^P rejection) per systematic variation, shaped like seed 000's
-    Tables 5 and 6: one row per variant group, t = 2(nll_h0 − nll_h1) on the fixed data set
-    and Z = Φ⁻¹(1 − p/2) with p from χ²(``ndof_wilks``) (the papers' two-sided convention).
+    """Significance (or J^P rejection) per systematic variation, shaped like Tables 5 and
+    6 of LHCb, Eur. Phys. J. C 78 (2018) 1019: one row per variant group,
+    t = 2(nll_h0 − nll_h1) on the fixed data set and Z = Φ⁻¹(1 − p/2) with p from
+    χ²(``ndof_wilks``) (the papers' two-sided convention).
     Groups of random variants (smeared templates, parameter draws) show the mean t, its Z and
     the lowest Z. Only for kinds that refit one data set per variant."""
     from scipy import stats
@@ -272,23 +277,86 @@ def variation_significance_table(ds: xr.Dataset) -> Table | None:
         rows=tuple(tuple(Cell.of(c) for c in r) for r in rows),
         csv_header=("variation", "n_variants", "t_mean", "z", "z_min"),
         csv_rows=tuple(raw),
-        notes=("seed 000 Tables 5/6: Z from χ²(ndof) at the refitted data set's t; "
-               "failed fits excluded.",),
+        notes=("as Tables 5/6 of the Z_c(4100) paper (EPJC 78 (2018) 1019): Z from χ²(ndof) "
+               "at the refitted data set's t; failed fits excluded.",),
         align="l",
     )
 
 
-def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
+#: Summary sections, in the order of a summary whose study is not a systematic one; for the
+#: systematic kinds the systematic table comes first. ``bookkeeping`` is always last.
+SECTIONS = ("significance", "gof", "systematics", "variations", "pulls", "ensembles",
+            "bookkeeping")
+_SYSTEMATIC_ORDER = ("systematics", "variations", "significance", "pulls", "ensembles", "gof",
+                     "bookkeeping")
+
+
+def generating_hypothesis(ds: xr.Dataset) -> str | None:
+    """The hypothesis whose model generated the toys (the study's ``generate``), if it is one
+    of the fitted hypotheses; read from the study file kept in the store."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(str(ds.attrs.get("study_yaml", "")) or "{}")
+    except yaml.YAMLError:
+        return None
+    gen = str(raw.get("generate", "")) if isinstance(raw, dict) else ""
+    return gen if gen in [str(h) for h in ds["hypothesis"].values] else None
+
+
+_SHORT_NAMES = (("Significance of observed", "pvalues"), ("Rejection level", "pvalues"),
+                ("Significance toys", "toys"), ("J^P rejection toys", "toys"),
+                ("Toy tail fractions", "tails"))
+
+
+def _slug(section: str, title: str) -> str:
+    import re
+
+    if title.endswith(": headline"):  # the p-value and Z in brief, before the details
+        return "headline"
+    for prefix, short in _SHORT_NAMES:
+        if title.startswith(prefix):
+            return short
+    head = re.split(r" — | of |\(", title, maxsplit=1)[0]
+    slug = re.sub(r"[^a-z0-9]+", "-", head.lower()).strip("-")
+    return slug.removeprefix(section).strip("-") or "table"
+
+
+def _named(section: str, tables: list[Table]) -> list[Table]:
+    """Name the tables of a section: the section name for a lone table, else
+    ``section-<short name>`` (``significance-headline``, ``significance-pvalues``,
+    ``significance-toys`` ...)."""
+    from dataclasses import replace
+
+    out, used = [], set()
+    for t in tables:
+        name = section if len(tables) == 1 else f"{section}-{_slug(section, t.title)}"
+        base, i = name, 2
+        while name in used:
+            name, i = f"{base}-{i}", i + 1
+        used.add(name)
+        out.append(replace(t, name=name, section=section))
+    return out
+
+
+def _headline_first(tables: list[Table]) -> list[Table]:
+    """The p-value tables ("Significance of observed t", "Rejection level") before the toy
+    bookkeeping of each significance summary."""
+    head = [t for t in tables if t.title.startswith(("Significance of observed",
+                                                     "Rejection level"))]
+    return head + [t for t in tables if t not in head]
+
+
+def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
     kind = str(ds.attrs.get("kind", ""))
-    tables: list[Table] = [failed_table(ds)]
+    bookkeeping = failed_table(ds)
+    sections: dict[str, list[Table]] = {"bookkeeping": [bookkeeping]}
     data: dict[str, Any] = {
         "study_name": str(ds.attrs.get("study_name", "")),
         "kind": kind,
         "toyengine_version": str(ds.attrs.get("toyengine_version", "")),
         "spec_digest": str(ds.attrs.get("spec_digest", "")),
-        "failed": jsonable(
-            {k: np.asarray(v.values).tolist() for k, v in failed_summary(ds).data_vars.items()}
-        ),
+        "failed": bookkeeping.to_records(),
         "variant_names": [str(n) for n in ds["variant_name"].values]
         if "variant_name" in ds
         else [],
@@ -299,74 +367,139 @@ def _blocks(ds: xr.Dataset) -> tuple[list[Table], dict[str, Any]]:
     if h0 and h1:
         if kind in TOY_TEST_KINDS or ds.sizes["variant"] == 1:
             sums = [significance_summary(ds, v) for v in range(ds.sizes["variant"])]
-            for s in sums:
-                tables.extend(s.tables())
+            sections["significance"] = _headline_first([t for s in sums for t in s.tables()])
             data["significance"] = [s.to_dict() for s in sums]
         else:
             sp = variant_significance(ds)
-            tables.extend(sp.tables())
+            sections["significance"] = sp.tables()
             data["significance_spread"] = sp.to_dict()
     if "truth" in ds and bool(np.isfinite(ds["truth"].values).any()):
-        pt = pull_summary(ds)
+        # toys generated under one hypothesis and fitted with several: only the generating
+        # hypothesis' fits have a truth to pull against
+        gen = generating_hypothesis(ds) if kind in TOY_TEST_KINDS else None
+        pt = pull_summary(ds, hypothesis=gen)
         if pt.rows:
-            tables.extend(pt.tables())
+            tabs = pt.tables()
+            others = [str(h) for h in ds["hypothesis"].values if str(h) != gen]
+            if gen is not None and others:
+                from dataclasses import replace
+
+                note = (f"pulls of the {', '.join(others)} fit(s) are not shown: the toys "
+                        f"were generated under {gen}, so they have no truth.")
+                tabs = [replace(tabs[0], notes=(*tabs[0].notes, note)), *tabs[1:]]
+            sections["pulls"] = tabs
         data["pulls"] = pt.to_dict()
     vt = variation_significance_table(ds)
     if vt is not None:
-        tables.append(vt)
-        data["significance_per_variation"] = [dict(zip(vt.csv_header, r, strict=True))
-                                              for r in vt.csv_rows]
+        sections["variations"] = [vt]
+        data["significance_per_variation"] = vt.to_records()
     gt = gof_table(ds)
     if gt is not None:
-        tables.append(gt)
-        data["goodness_of_fit"] = [dict(zip(gt.csv_header, r, strict=True)) for r in gt.csv_rows]
+        sections["gof"] = [gt]
+        data["goodness_of_fit"] = gt.to_records()
     ens = ensemble_table(ds)
     if ens is not None:
-        tables.append(ens)
-        data["ensembles"] = [dict(zip(ens.csv_header, r, strict=True)) for r in ens.csv_rows]
+        sections["ensembles"] = [ens]
+        data["ensembles"] = ens.to_records()
     if kind in SYSTEMATIC_KINDS:
         try:
-            st = systematic_table(ds)
+            st = with_units(ds)
         except SummaryError:  # no parameter with a reference value: nothing to tabulate
             st = None
         if st is not None:
-            tables.extend(st.tables())
+            sections["systematics"] = st.tables()
             data["systematics"] = st.to_dict()
-    return tables, data
+    order = _SYSTEMATIC_ORDER if kind in SYSTEMATIC_KINDS else SECTIONS
+    named = {sec: _named(sec, sections[sec]) for sec in order if sections.get(sec)}
+    return named, data
 
 
-def render_summary(ds: xr.Dataset, fmt: Format = "text") -> str:
-    """Render the summary blocks that fit ``ds.attrs["kind"]``.
+def summary_tables(ds: xr.Dataset, sections: Sequence[str] | None = None) -> list[Table]:
+    """The summary tables of ``ds``, headline first (the systematic table of a systematic
+    study; the p-value and Z of a significance study), bookkeeping last.
 
     Parameters
     ----------
     ds : xarray.Dataset
         Results store.
-    fmt : {"text", "markdown", "latex", "csv", "json"}
-        ``csv``: the tables one after another, each preceded by a ``# title`` line and
-        separated by a blank line. ``json``: one object with keys ``study_name``, ``kind``,
-        ``failed`` (bookkeeping arrays over variant × hypothesis) and, as applicable,
-        ``significance`` (list over variants), ``significance_spread``, ``pulls``,
-        ``systematics``; NaN is written as ``null``.
+    sections : sequence of str, optional
+        Keep only these sections (:data:`SECTIONS`) or tables (by :attr:`Table.name`,
+        e.g. ``significance-toys``); default all.
+
+    Returns
+    -------
+    list of Table
+        Each with its ``name`` and ``section`` set.
+    """
+    named, _ = _blocks(ds)
+    return _select(named, sections)
+
+
+def _select(named: dict[str, list[Table]], sections: Sequence[str] | None) -> list[Table]:
+    tables = [t for ts in named.values() for t in ts]
+    if not sections:
+        return tables
+    known = list(named) + [t.name for t in tables if t.name not in named]
+    sections = list(sections)
+    bad = [s for s in sections if s not in known]
+    if bad:
+        msg = (f"section {', '.join(map(repr, bad))} is not in this summary; it has "
+               f"{', '.join(known)}")
+        raise SummaryError(msg)
+    return [t for t in tables if t.section in sections or t.name in sections]
+
+
+def render_summary(ds: xr.Dataset, fmt: Format = "text", *,
+                   sections: Sequence[str] | None = None) -> str:
+    """Render the summary blocks that fit ``ds.attrs["kind"]``, headline first.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Results store.
+    fmt : {"text", "markdown", "latex", "csv", "json", "html"}
+        ``csv``: one table (select it with ``sections``; a tidy CSV has one header, so
+        several tables raise :class:`SummaryError` — write them one per file with
+        :func:`summary_tables` and :meth:`Table.to_csv`). ``json``: one object with keys
+        ``study_name``, ``kind``, ``failed`` (one record per variant × hypothesis) and, as
+        applicable, ``significance`` (list over variants), ``significance_spread``,
+        ``pulls``, ``systematics``, ``significance_per_variation``, ``goodness_of_fit``,
+        ``ensembles``; NaN is written as ``null``. ``latex``: booktabs tables.
+    sections : sequence of str, optional
+        Only these sections or tables (see :func:`summary_tables`).
 
     Returns
     -------
     str
     """
-    if fmt not in ("text", "markdown", "md", "latex", "csv", "json"):
-        msg = f"render_summary: fmt={fmt!r} must be one of text, markdown, latex, csv, json"
+    if fmt not in ("text", "markdown", "md", "latex", "csv", "json", "html"):
+        msg = f"render_summary: fmt={fmt!r} must be one of text, markdown, latex, csv, json, html"
         raise SummaryError(msg)
-    tables, data = _blocks(ds)
+    named, data = _blocks(ds)
+    tables = _select(named, sections)
     if fmt == "json":
+        if sections:
+            keep = {"study_name", "kind", "toyengine_version", "spec_digest", "variant_names",
+                    "hypotheses"}
+            data = {k: v for k, v in data.items() if k in keep}
+            data["tables"] = {t.name: t.to_records() for t in tables}
         return json.dumps(jsonable(data), indent=2, allow_nan=False) + "\n"
     head = (
         f"toyengine summary: study {data['study_name']!r}, kind {data['kind']!r}"
         f" (toyengine {data['toyengine_version']})"
     )
     if fmt == "csv":
-        return "\n".join(f"# {t.title}\n{t.to_csv()}" for t in tables)
+        if len(tables) != 1:
+            msg = (f"CSV holds one table and this summary has {len(tables)} "
+                   f"({', '.join(t.name for t in tables)}): choose one with --section NAME, "
+                   "or write one CSV per table with -o DIRECTORY")
+            raise SummaryError(msg)
+        return tables[0].to_csv()
     if fmt in ("markdown", "md"):
         return f"# {head}\n\n" + "\n".join(t.to_markdown() for t in tables)
     if fmt == "latex":
-        return f"% {head}\n" + "\n".join(t.to_latex() for t in tables)
+        return (f"% {head}\n% needs \\usepackage{{booktabs}}\n"
+                + "\n".join(t.to_latex() for t in tables))
+    if fmt == "html":
+        return "\n".join(t.to_html() for t in tables)
     return head + "\n\n" + "\n".join(t.to_text() for t in tables)

@@ -712,6 +712,12 @@ class SignificanceSummary:
         msg = f"no p-value by method {method!r}; have {[p.method for p in self.pvalues]}"
         raise SummaryError(msg)
 
+    def __repr__(self) -> str:
+        return "\n".join(t.to_text() for t in self.tables())
+
+    def _repr_html_(self) -> str:
+        return "\n".join(t.to_html() for t in self.tables())
+
     def tables(self) -> list[Table]:
         """Display tables: toy bookkeeping and χ² fit; p-values of observed t; tail checks."""
         what = "J^P rejection" if self.is_rejection else "Significance"
@@ -787,14 +793,21 @@ class SignificanceSummary:
                     if pv.z_two_lo != pv.z_two_hi
                     else ""
                 )
+                if pv.n_toys > 0 and pv.n_exceed == 0:
+                    # no toy exceeds: p < p_hi, so Z is a lower limit (not ∞)
+                    z_one_txt = f"> {fmt_num(p_to_z(pv.p_hi, 'one'), 3)}"
+                    z_two_txt = f"> {fmt_num(pv.z_two_lo, 3)}"
+                    zr = ""
+                else:
+                    z_one_txt, z_two_txt = fmt_num(pv.z_one, 3), fmt_num(pv.z_two, 3)
                 cells.append(
                     (
                         pv.method,
                         fmt_num(pv.ndof, 4),
                         fmt_num(pv.p, 4),
                         prange,
-                        fmt_num(pv.z_one, 3),
-                        fmt_num(pv.z_two, 3),
+                        z_one_txt,
+                        z_two_txt,
                         zr,
                     )
                 )
@@ -835,7 +848,8 @@ class SignificanceSummary:
                     csv_rows=tuple(raw),
                     notes=(
                         "Z one-sided = Φ⁻¹(1−p); Z two-sided = Φ⁻¹(1−p/2) (LHCb convention). "
-                        "Toy p = n_exceed/n_toys with Clopper–Pearson 68.27% interval.",
+                        "Toy p = n_exceed/n_toys with Clopper–Pearson 68.27% interval; when no "
+                        "toy exceeds, Z > the Z of the interval's upper end.",
                     ),
                     align="lrrlrrl",
                 )
@@ -1173,6 +1187,12 @@ class SpreadSummary:
     nominal_t: float
     nominal_z: float
     per_variant: tuple[tuple[str, str, float, float], ...] = field(default=())
+
+    def __repr__(self) -> str:
+        return "\n".join(t.to_text() for t in self.tables())
+
+    def _repr_html_(self) -> str:
+        return "\n".join(t.to_html() for t in self.tables())
 
     def tables(self) -> list[Table]:
         """One key-value table."""

@@ -459,6 +459,12 @@ class SystTable:
             )
         return tuple(out)
 
+    def __repr__(self) -> str:
+        return "\n".join(t.to_text() for t in self.tables())
+
+    def _repr_html_(self) -> str:
+        return "\n".join(t.to_html() for t in self.tables())
+
     def tables(self) -> list[Table]:
         """``[self.table(detail=True, show_stat=True)]`` (uniform interface with the other
         summaries): every source and variant with its shift ± stat."""

@@ -10,12 +10,22 @@ without any string surgery.
 from __future__ import annotations
 
 import csv
+import html
 import io
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-__all__ = ["Cell", "Table"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["MAX_WIDTH", "Cell", "Table"]
+
+#: Widest plain-text line: wider tables are split into column blocks (key columns repeated).
+MAX_WIDTH = 120
+#: A display column whose cells are all one of these is empty and not shown.
+_EMPTY = ("—", "")
 
 
 class Cell(NamedTuple):
@@ -50,6 +60,16 @@ _LATEX_ESCAPES = {
     "⟩": r"$\rangle$",
     "χ": r"$\chi$",
     "²": r"$^2$",
+    "δ": r"$\delta$",
+    "Γ": r"$\Gamma$",
+    "φ": r"$\varphi$",
+    "π": r"$\pi$",
+    "η": r"$\eta$",
+    "θ": r"$\theta$",
+    "μ": r"$\mu$",
+    "′": r"$'$",
+    "⁺": r"$^{+}$",
+    "⁻": r"$^{-}$",
 }
 
 
@@ -77,6 +97,17 @@ class Table:
         Raw values (numbers as floats, ``nan`` allowed) of the CSV output.
     notes : tuple of str
         Footnotes printed under the table (conventions, failed-fit counts ...).
+    align : str
+        One letter per column (``l`` left, ``r`` right); the leading ``l`` columns are the
+        row keys, repeated in every block when a text table is split to fit
+        :data:`MAX_WIDTH`.
+    name : str
+        Short machine name (file name of its CSV, ``--section`` choice), e.g. ``pulls``.
+    section : str
+        The summary section the table belongs to (``significance``, ``pulls``, ...).
+
+    Display columns whose cells are all ``—`` (e.g. MINOS coverage when MINOS did not run)
+    are not shown; the CSV keeps every column.
     """
 
     title: str
@@ -86,36 +117,123 @@ class Table:
     csv_rows: tuple[tuple[object, ...], ...]
     notes: tuple[str, ...] = field(default=())
     align: str = ""
+    name: str = ""
+    section: str = ""
 
     def _aligns(self) -> str:
         n = len(self.headers)
         return (self.align or ("l" + "r" * (n - 1)))[:n].ljust(n, "r")
 
-    def to_text(self) -> str:
-        """Fixed-width plain text."""
+    def _shown(self) -> tuple[Table, list[int]]:
+        """``self`` without its empty display columns, and the kept column indices."""
         n = len(self.headers)
         body = [r for r in self.rows if len(r) == n]
-        widths = [len(h.text) for h in self.headers]
+        keep = [j for j in range(n)
+                if not body or any(r[j].text not in _EMPTY for r in body)]
+        if len(keep) == n:
+            return self, keep
+        aligns = self._aligns()
+        rows = tuple(tuple(r[j] for j in keep) if len(r) == n else r for r in self.rows)
+        from dataclasses import replace
+
+        return replace(self, headers=tuple(self.headers[j] for j in keep), rows=rows,
+                       align="".join(aligns[j] for j in keep)), keep
+
+    def to_text(self, width: int = MAX_WIDTH) -> str:
+        """Fixed-width plain text, no line wider than ``width`` where the columns allow:
+        a wider table is printed in column blocks, each repeating the key columns."""
+        t, _ = self._shown()
+        n = len(t.headers)
+        body = [r for r in t.rows if len(r) == n]
+        widths = [len(h.text) for h in t.headers]
         for r in body:
             widths = [max(w, len(c.text)) for w, c in zip(widths, r, strict=True)]
-        aligns = self._aligns()
+        aligns = t._aligns()
+        n_key = min(len(aligns) - len(aligns.lstrip("l")), n - 1) if n > 1 else 0
+        blocks: list[list[int]] = []
+        cur: list[int] = []
+        key_w = sum(widths[:n_key]) + 2 * n_key
+        used = key_w
+        for j in range(n_key, n):
+            if cur and used + widths[j] > width:
+                blocks.append(cur)
+                cur, used = [], key_w
+            cur.append(j)
+            used += widths[j] + 2
+        blocks.append(cur)
 
-        def line(cells: Sequence[Cell]) -> str:
+        def line(cells: Sequence[Cell], cols: list[int]) -> str:
             parts = []
-            for c, w, a in zip(cells, widths, aligns, strict=True):
-                parts.append(c.text.ljust(w) if a == "l" else c.text.rjust(w))
+            for j in cols:
+                c, w = cells[j], widths[j]
+                parts.append(c.text.ljust(w) if aligns[j] == "l" else c.text.rjust(w))
             return "  ".join(parts).rstrip()
 
-        out = [self.title, "=" * len(self.title)] if self.title else []
-        out.append(line(self.headers))
-        out.append("  ".join("-" * w for w in widths))
-        for r in self.rows:
-            out.append(line(r) if len(r) == n else f"[{r[0].text}]")
-        out.extend(self.notes)
+        out = [t.title, "=" * len(t.title)] if t.title else []
+        for b, block in enumerate(blocks):
+            cols = list(range(n_key)) + block
+            if b:
+                out.append("")
+            out.append(line(t.headers, cols))
+            out.append("  ".join("-" * widths[j] for j in cols))
+            for r in t.rows:
+                out.append(line(r, cols) if len(r) == n else f"[{r[0].text}]")
+        for note in t.notes:
+            out.extend(textwrap.wrap(note, width, subsequent_indent="  ") or [""])
         return "\n".join(out) + "\n"
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def to_html(self) -> str:
+        """An HTML ``<table>`` (caption, header row, notes in a ``<tfoot>``)."""
+        t, _ = self._shown()
+        n = len(t.headers)
+        aligns = t._aligns()
+
+        def td(c: Cell, a: str, tag: str = "td") -> str:
+            side = "left" if a == "l" else "right"
+            return f'<{tag} style="text-align:{side}">{html.escape(c.text)}</{tag}>'
+
+        out = ['<table class="toyengine">']
+        if t.title:
+            out.append(f"<caption>{html.escape(t.title)}</caption>")
+        out.append("<thead><tr>" + "".join(td(h, a, "th") for h, a in
+                                           zip(t.headers, aligns, strict=True))
+                   + "</tr></thead><tbody>")
+        for r in t.rows:
+            if len(r) == n:
+                out.append("<tr>" + "".join(td(c, a) for c, a in zip(r, aligns, strict=True))
+                           + "</tr>")
+            else:
+                out.append(f'<tr><th colspan="{n}" style="text-align:left">'
+                           f"{html.escape(r[0].text)}</th></tr>")
+        out.append("</tbody>")
+        if t.notes:
+            out.append(f'<tfoot><tr><td colspan="{n}"><small>'
+                       + "<br>".join(html.escape(s) for s in t.notes)
+                       + "</small></td></tr></tfoot>")
+        out.append("</table>")
+        return "\n".join(out) + "\n"
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The raw (CSV) columns as a :class:`pandas.DataFrame`, one row per CSV row."""
+        import pandas as pd
+
+        return pd.DataFrame([list(r) for r in self.csv_rows], columns=list(self.csv_header))
+
+    def to_records(self) -> list[dict[str, object]]:
+        """The raw columns as a list of ``{column: value}`` dicts (labelled JSON)."""
+        return [dict(zip(self.csv_header, r, strict=True)) for r in self.csv_rows]
 
     def to_markdown(self) -> str:
         """GitHub-flavoured Markdown table (title in bold above, notes below)."""
+        t, _ = self._shown()
+        if t is not self:
+            return t.to_markdown()
         n = len(self.headers)
 
         def esc(s: str) -> str:
@@ -136,6 +254,9 @@ class Table:
 
     def to_latex(self) -> str:
         """A ``table`` environment around a booktabs ``tabular`` (``\\usepackage{booktabs}``)."""
+        t, _ = self._shown()
+        if t is not self:
+            return t.to_latex()
         n = len(self.headers)
         out = [r"\begin{table}[htbp]", r"\centering"]
         if self.title:
@@ -167,9 +288,10 @@ class Table:
         return buf.getvalue()
 
     def render(self, fmt: str) -> str:
-        """Render in ``fmt`` ∈ {"text", "markdown", "latex", "csv"}."""
+        """Render in ``fmt`` ∈ {"text", "markdown", "latex", "csv", "html"}."""
         renderers = {
             "text": self.to_text,
+            "html": self.to_html,
             "markdown": self.to_markdown,
             "md": self.to_markdown,
             "latex": self.to_latex,

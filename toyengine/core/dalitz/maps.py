@@ -12,8 +12,8 @@ File format (``.npz``; see ``studies/zc4100/README.md``):
 ``kind``           optional string, ``"efficiency"`` or ``"background"``
 =================  ==================================================================
 
-ROOT ``TH2`` input is an optional extra (:meth:`SDPHistogram.from_root`); it needs
-``uproot``, which toyengine does not depend on.
+ROOT ``TH2`` input (:meth:`SDPHistogram.from_root`: x = m′, y = θ′, errors from the sum of
+weights squared) needs ``uproot``: ``pip install 'toyengine[root]'``.
 """
 
 from __future__ import annotations
@@ -174,12 +174,16 @@ class SDPHistogram:
 
     @classmethod
     def from_root(cls, path: str | Path, key: str, kind: str) -> SDPHistogram:
-        """Read a ROOT ``TH2`` (x = m', y = θ') with ``uproot`` (optional dependency)."""
+        """Read a ROOT ``TH2`` (x = m', y = θ') with ``uproot`` (the ``[root]`` extra).
+
+        ``key`` names the histogram in the file; empty: the file's only ``TH2``. Bin errors
+        are the square roots of the stored sums of squared weights (``TH1::Sumw2``), the
+        bin contents themselves when none are stored (ROOT's convention)."""
         try:
             import uproot  # type: ignore[import-not-found]
         except ImportError:
-            msg = (f"{kind} map {path}: reading ROOT files requires optional package 'uproot'. "
-                   "Install 'uproot' manually, or convert the map to .npz")
+            msg = (f"{kind} map {path}: reading ROOT files requires the optional package "
+                   "'uproot': pip install 'toyengine[root]' (or convert the map to .npz)")
             raise ModelError(msg) from None
         p = Path(path)
         if not p.is_file():
@@ -187,9 +191,18 @@ class SDPHistogram:
             raise ModelError(msg)
         try:
             with uproot.open(p) as f:
+                if not key:
+                    th2 = [k for k, c in f.classnames().items() if c.startswith("TH2")]
+                    if len(th2) != 1:
+                        msg = (f"{kind} map {p}: name the histogram as 'file.root:name'; "
+                               f"the file has TH2s {th2}")
+                        raise ModelError(msg)
+                    key = th2[0].split(";")[0]
                 h = f[key]
                 values, xe, ye = h.to_numpy()
                 errors = np.sqrt(h.variances())
+        except ModelError:
+            raise
         except Exception as exc:
             msg = f"{kind} map {p}:{key}: cannot read TH2 ({type(exc).__name__}: {exc})"
             raise ModelError(msg) from None

@@ -1,0 +1,367 @@
+"""Live physics while a study runs: running pulls, toy p-value and systematic shifts.
+
+The runner feeds every finished chunk to :class:`LivePhysics`, which keeps running sums
+(no toy-level arrays) and reports, per study kind, the numbers a physicist watches:
+
+* ``pulls`` (and every kind whose toys are fitted with the generating model): mean and width
+  of the pull ``(x̂ − truth)/σ̂`` of each parameter of interest, with their statistical
+  errors ``w/√n`` and ``w/√(2(n−1))``;
+* ``significance`` / ``jp_rejection`` with an observed t: the toy p-value of the observed t,
+  ``k/n`` with ``k`` toys at or above it, and its Clopper–Pearson 68.27% interval
+  (Clopper and Pearson, Biometrika 26 (1934) 404);
+* ``model_variation``: the shift of each variant's mean fitted POI from the nominal
+  variant's, with the error of a difference of two means; the variation kinds with one data
+  set per variant (``template_smearing``, ``parameter_variation``): the RMS of the POI's
+  shift from its reference value per variant group.
+
+:class:`Progress` prints them on one line (a ``tqdm`` bar on a terminal, plain lines
+otherwise) and writes the same numbers as a small JSON status into the store
+(:data:`toyengine.store.status.STATUS_KEY`), which ``toyengine status --watch`` follows
+from any machine that can read the store.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import numpy as np
+
+from ..store.location import Location
+from ..store.status import write_status
+from ..study.recipe import ChunkResult
+from ..study.show import format_seconds
+
+__all__ = ["LivePhysics", "Progress", "physics_text"]
+
+#: Kinds whose toys are generated under h0 and fitted with h0 and h1.
+_TEST_KINDS = ("significance", "jp_rejection")
+_ONE_DATA_SET_KINDS = ("template_smearing", "parameter_variation")
+_CL = 0.682689492137086
+
+
+@dataclass
+class _Moments:
+    """Running count, sum and sum of squares."""
+
+    n: int = 0
+    s: float = 0.0
+    ss: float = 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        x = x[np.isfinite(x)]
+        self.n += int(x.size)
+        self.s += float(x.sum())
+        self.ss += float((x * x).sum())
+
+    @property
+    def mean(self) -> float:
+        return self.s / self.n if self.n else math.nan
+
+    @property
+    def var(self) -> float:
+        if self.n < 2:
+            return math.nan
+        return max(self.ss - self.s * self.s / self.n, 0.0) / (self.n - 1)
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.var) if self.n > 1 else math.nan
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:.{digits}g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
+
+
+@dataclass
+class LivePhysics:
+    """Running physics numbers of a study (see the module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        Study kind.
+    params : sequence of str
+        The store's parameter axis.
+    labels : sequence of str
+        Display labels (``label [unit]``) along ``params``.
+    poi : sequence of str
+        Parameters of interest (default: the parameters with a finite truth, at most 3).
+    hypotheses : sequence of str
+        Fitted hypotheses.
+    generate : str
+        The generating model of the nominal variant.
+    truth : ndarray (variant, param)
+        Generation values.
+    reference : ndarray (param,)
+        Reference values of the systematic shifts.
+    variant_names, variant_groups : sequence of str
+        Per variant.
+    h0, h1 : str
+        Hypotheses of the test statistic ``t = 2(nll_h0 − nll_h1)`` (``""`` if none).
+    observed_t : float
+        Observed value of t (NaN if none).
+    """
+
+    kind: str
+    params: Sequence[str]
+    labels: Sequence[str]
+    poi: Sequence[str]
+    hypotheses: Sequence[str]
+    generate: str
+    truth: np.ndarray
+    reference: np.ndarray
+    variant_names: Sequence[str]
+    variant_groups: Sequence[str]
+    h0: str = ""
+    h1: str = ""
+    observed_t: float = math.nan
+    _pulls: dict[str, _Moments] = field(default_factory=dict)
+    _values: dict[tuple[int, str], _Moments] = field(default_factory=dict)
+    _shifts: dict[tuple[str, str], _Moments] = field(default_factory=dict)
+    _t: _Moments = field(default_factory=_Moments)
+    _exceed: int = 0
+
+    def __post_init__(self) -> None:
+        self.truth = np.asarray(self.truth, dtype=float)
+        self.reference = np.asarray(self.reference, dtype=float)
+        poi = [p for p in self.poi if p in self.params]
+        if not poi:
+            finite = np.isfinite(self.truth[0]) if self.truth.size else []
+            poi = [p for p, ok in zip(self.params, finite, strict=False) if ok][:3]
+        self.poi = poi
+        self._label = dict(zip(self.params, self.labels, strict=True))
+
+    @property
+    def _gen_h(self) -> int | None:
+        if self.kind in ("model_variation", *_ONE_DATA_SET_KINDS):
+            return None  # shifts, not pulls
+        return self.hypotheses.index(self.generate) if self.generate in self.hypotheses \
+            else None
+
+    def add(self, res: ChunkResult) -> None:
+        """Fold one finished chunk into the running numbers."""
+        a, v = res.arrays, res.chunk.variant
+        valid = np.asarray(a["valid"], dtype=bool)
+        pidx = {p: self.params.index(p) for p in self.poi}
+        gh = self._gen_h
+        if gh is not None:
+            ok = valid[:, gh]
+            for p, ip in pidx.items():
+                err = a["error"][ok, gh, ip]
+                pull = (a["value"][ok, gh, ip] - self.truth[v, ip]) / np.where(err > 0, err,
+                                                                               np.nan)
+                self._pulls.setdefault(p, _Moments()).add(pull)
+        if self.h0 and self.h1 and self.kind in _TEST_KINDS:
+            i0, i1 = self.hypotheses.index(self.h0), self.hypotheses.index(self.h1)
+            both = valid[:, i0] & valid[:, i1]
+            t = 2.0 * (a["nll"][both, i0] - a["nll"][both, i1])
+            t = t[np.isfinite(t)]
+            self._t.add(t)
+            if math.isfinite(self.observed_t):
+                self._exceed += int(np.count_nonzero(t >= self.observed_t))
+        if self.kind == "model_variation":
+            ok = valid[:, 0]
+            for p, ip in pidx.items():
+                self._values.setdefault((v, p), _Moments()).add(a["value"][ok, 0, ip])
+        if self.kind in _ONE_DATA_SET_KINDS:
+            ok = valid[:, -1]
+            group = self.variant_groups[v]
+            for p, ip in pidx.items():
+                self._shifts.setdefault((group, p), _Moments()).add(
+                    a["value"][ok, -1, ip] - self.reference[ip])
+
+    # --- reports -------------------------------------------------------------------------
+    def pulls(self) -> dict[str, dict[str, float]]:
+        """``{poi: {n, mean, mean_err, width, width_err}}`` of the running pulls."""
+        out = {}
+        for p, m in self._pulls.items():
+            w = m.std
+            out[p] = {"n": m.n, "mean": m.mean, "mean_err": w / math.sqrt(m.n) if m.n > 1
+                      else math.nan, "width": w,
+                      "width_err": w / math.sqrt(2 * (m.n - 1)) if m.n > 1 else math.nan}
+        return out
+
+    def pvalue(self) -> dict[str, float] | None:
+        """Running toy p-value of the observed t: ``{n, k, p, lo, hi, t_obs}``."""
+        if not (self.h0 and self.h1 and math.isfinite(self.observed_t)) \
+                or self.kind not in _TEST_KINDS:
+            return None
+        from scipy import stats
+
+        n, k = self._t.n, self._exceed
+        a = 1.0 - _CL
+        lo = float(stats.beta.ppf(a / 2, k, n - k + 1)) if k > 0 else 0.0
+        hi = float(stats.beta.ppf(1 - a / 2, k + 1, n - k)) if k < n else 1.0
+        return {"n": n, "k": k, "p": k / n if n else math.nan, "lo": lo, "hi": hi,
+                "t_obs": self.observed_t}
+
+    def shifts(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Running systematic shifts: ``{poi: {variant or group: {shift, error, n}}}``."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        if self.kind == "model_variation":
+            for p in self.poi:
+                nom = self._values.get((0, p))
+                if nom is None or nom.n == 0:
+                    continue
+                for (v, pp), m in self._values.items():
+                    if pp != p or v == 0 or m.n == 0:
+                        continue
+                    err = math.sqrt((m.var / m.n if m.n > 1 else math.nan)
+                                    + (nom.var / nom.n if nom.n > 1 else math.nan))
+                    out.setdefault(p, {})[self.variant_names[v]] = {
+                        "shift": m.mean - nom.mean, "error": err, "n": m.n}
+        for (group, p), m in self._shifts.items():
+            rms = math.sqrt(m.ss / m.n) if m.n else math.nan
+            out.setdefault(p, {})[group] = {"shift": rms, "error": math.nan, "n": m.n}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible running numbers (labels included)."""
+        out: dict[str, Any] = {"labels": {p: self._label[p] for p in self.poi}}
+        if self._pulls:
+            out["pulls"] = self.pulls()
+        pv = self.pvalue()
+        if pv is not None:
+            out["pvalue"] = pv
+        if self._t.n and self.kind in _TEST_KINDS:
+            out["t"] = {"n": self._t.n, "mean": self._t.mean, "std": self._t.std}
+        sh = self.shifts()
+        if sh:
+            out["shifts"] = sh
+        return out
+
+    def text(self) -> str:
+        """The running numbers on one short line (empty before the first result)."""
+        return physics_text(self.to_dict(), self.kind)
+
+
+def physics_text(d: dict[str, Any], kind: str = "") -> str:
+    """One line of running physics from :meth:`LivePhysics.to_dict` (or a status file)."""
+    labels = d.get("labels", {})
+    parts = []
+    for p, r in d.get("pulls", {}).items():
+        parts.append(f"pull {labels.get(p, p)} {_num(r['mean'], 2)}±{_num(r['mean_err'], 1)}"
+                     f" w {_num(r['width'], 3)}±{_num(r['width_err'], 1)}")
+    pv = d.get("pvalue")
+    if pv is not None and pv["n"]:
+        p_txt = (f"< {_num(pv['hi'], 2)}" if pv["k"] == 0
+                 else f"{_num(pv['p'], 3)} [{_num(pv['lo'], 2)}, {_num(pv['hi'], 2)}]")
+        parts.append(f"toy p(t ≥ {_num(pv['t_obs'], 4)}) {p_txt} ({pv['k']}/{pv['n']})")
+    elif "t" in d:
+        parts.append(f"t mean {_num(d['t']['mean'])}")
+    for p, rows in d.get("shifts", {}).items():
+        top = sorted(rows.items(), key=lambda kv: -abs(kv[1]["shift"])
+                     if kv[1]["shift"] is not None and math.isfinite(kv[1]["shift"])
+                     else 0.0)[:3]
+        what = "RMS shift" if kind in _ONE_DATA_SET_KINDS else "shift"
+        parts.append(f"{what} {labels.get(p, p)}: " + ", ".join(
+            f"{k} {_num(r['shift'], 2)}" + (f"±{_num(r['error'], 1)}"
+                                            if r["error"] is not None
+                                            and math.isfinite(r["error"]) else "")
+            for k, r in top))
+    return " | ".join(parts)
+
+
+#: the per-toy arrays :meth:`LivePhysics.add` and :class:`Progress` read
+LIVE_FIELDS = ("status", "valid", "nll", "value", "error")
+
+
+def live_part(res: ChunkResult) -> ChunkResult:
+    """The part of a chunk's result the client's progress reads (:data:`LIVE_FIELDS`):
+    what a worker that writes its own chunk sends back."""
+    return ChunkResult(res.chunk, {k: res.arrays[k] for k in LIVE_FIELDS}, res.elapsed)
+
+
+class Progress:
+    """Toys done/total, toys/s, ETA, failed-fit fraction and the running physics.
+
+    A ``tqdm`` bar when ``out`` is a terminal (and tqdm is installed), else one plain line
+    at most every ``interval`` seconds and at the end. ``status`` (optional, a store)
+    receives the same numbers as JSON (:data:`toyengine.store.status.STATUS_KEY`) after
+    every chunk (at most once a second) and at the end.
+    """
+
+    def __init__(self, name: str, kind: str, total: int, done: int, out: TextIO | None,
+                 physics: LivePhysics | None = None, status: Location | None = None,
+                 interval: float = 10.0):
+        self.name, self.kind, self.total, self.done, self.out = name, kind, total, done, out
+        self.start_done = done
+        self.failed = 0
+        self.fits = 0
+        self.physics = physics
+        self.status = status
+        self.interval = interval
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.last_status = 0.0
+        self.bar = None
+        tty = bool(out is not None and getattr(out, "isatty", lambda: False)())
+        if tty:
+            try:
+                from tqdm import tqdm
+            except ImportError:  # plain lines
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, initial=done, file=out, desc=name, unit="toy",
+                                dynamic_ncols=True, smoothing=0.1)
+
+    def _numbers(self) -> dict[str, Any]:
+        el = time.monotonic() - self.t0
+        rate = (self.done - self.start_done) / el if el > 0 else 0.0
+        left = self.total - self.done
+        return {"rate": rate, "eta_s": left / rate if rate > 0 else None, "elapsed_s": el,
+                "failed_fraction": self.failed / self.fits if self.fits else 0.0}
+
+    def update(self, res: ChunkResult | None, final: bool = False) -> None:
+        """Count one finished chunk (``None``: nothing new) and report."""
+        if res is not None:
+            self.done += res.chunk.size
+            self.failed += res.n_failed
+            self.fits += int(np.asarray(res.arrays["status"]).size)
+            if self.physics is not None:
+                self.physics.add(res)
+        now = time.monotonic()
+        physics = self.physics.text() if self.physics is not None else ""
+        nums = self._numbers()
+        if self.status is not None and (final or now - self.last_status >= 1.0):
+            self.last_status = now
+            self._write_status(nums, final)
+        if self.out is None:
+            return
+        if self.bar is not None:
+            if res is not None:
+                self.bar.update(res.chunk.size)
+            self.bar.set_postfix_str(f"failed {100 * nums['failed_fraction']:.1f}%"
+                                     + (f" | {physics}" if physics else ""), refresh=True)
+            if final:
+                self.bar.close()
+            return
+        if not final and now - self.last < self.interval:
+            return
+        self.last = now
+        eta = format_seconds(nums["eta_s"]) if nums["eta_s"] is not None else "?"
+        pct = 100.0 * self.done / max(self.total, 1)
+        line = (f"[{self.name}] {self.done}/{self.total} toys ({pct:.0f}%) | "
+                f"{nums['rate']:.1f} toys/s | ETA {eta} | failed fits {self.failed} "
+                f"({100 * nums['failed_fraction']:.1f}%)")
+        self.out.write(line + (f" | {physics}" if physics else "") + "\n")
+        self.out.flush()
+
+    def _write_status(self, nums: dict[str, Any], final: bool) -> None:
+        assert self.status is not None
+        st = {
+            "study": self.name, "kind": self.kind, "toys_done": self.done,
+            "toys_total": self.total, "failed_fits": self.failed, "fits": self.fits,
+            **nums, "state": "finished" if final else "running",
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"), "pid": os.getpid(),
+            "physics": self.physics.to_dict() if self.physics is not None else {},
+        }
+        write_status(self.status, st)

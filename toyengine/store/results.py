@@ -241,8 +241,11 @@ def _clear_interrupted_creation(loc: Location) -> None:
     fs = loc.fs
     if not fs.exists(loc.root):
         return
-    keys = set(loc.sizes("")) - {LEASE_KEY}
-    if not keys:
+    keys = set(loc.sizes(""))
+    # the control folder holds the lease, the live status and other processes' temporary
+    # files (".name.pid.uuid.tmp", mid-way to an atomic rename or link): never data
+    data = {k for k in keys if not k.startswith("_toyengine/")}
+    if CREATING_KEY not in keys and not data:
         return
     if CREATING_KEY not in keys:
         if "zarr.json" in keys and loc.read_json("zarr.json") is not None and \
@@ -258,7 +261,8 @@ def _clear_interrupted_creation(loc: Location) -> None:
             continue
         fs.rm(entry, recursive=True)
     for key in keys:
-        if key.startswith("_toyengine/") and key not in (LEASE_KEY, CREATING_KEY):
+        if key.startswith("_toyengine/") and key not in (LEASE_KEY, CREATING_KEY) \
+                and not key.rsplit("/", 1)[-1].startswith("."):
             loc.delete(key)
 
 

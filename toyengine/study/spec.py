@@ -11,6 +11,8 @@ any task starts and raises one :class:`~toyengine.errors.SpecError` that names t
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -80,10 +82,11 @@ class StudySpec:
     #: fit each alternative generator to the nominal model's Asimov data set first
     reference_fit: bool = False
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """sha256 of everything that determines the toys except their count (so that
-        ``--toys`` can extend a store) and the chunk size (which never changes results)."""
+        ``--toys`` can extend a store) and the chunk size (which never changes results).
+        Computed once per spec (every model build looks it up)."""
         payload = {
             "kind": self.kind, "seed": self.seed, "models": self.models,
             "generate": self.generate, "hypotheses": self.hypotheses,
@@ -96,7 +99,7 @@ class StudySpec:
 
     def with_overrides(self, toys: int | None = None, seed: int | None = None) -> StudySpec:
         """A copy with ``--toys``/``--seed`` from the command line applied (validated)."""
-        kw = dict(self.__dict__)
+        kw = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if toys is not None:
             kw["toys"] = _check_int(toys, "toys (--toys)", 1, MAX_TOYS)
         if seed is not None:

@@ -3,7 +3,7 @@
 Importing this package registers the ``Dataset.toys`` accessor.
 
 >>> from toyengine.summary import chi2_pvalue, p_to_z
->>> p = chi2_pvalue(41.4, 8)             # seed 000: Zc, Δ(−2 ln L) = 41.4, ndof = 8
+>>> p = chi2_pvalue(41.4, 8)             # Zc(4100): Δ(−2 ln L) = 41.4, ndof = 8
 >>> round(p_to_z(p, "two"), 2), round(p_to_z(p, "one"), 2)
 (4.78, 4.64)
 >>> round(p_to_z(chi2_pvalue(18.6, 1)), 3)   # J^P 0+ rejection = √18.6

@@ -1,6 +1,7 @@
 """``Dataset.toys``: summary methods on a results Dataset (registered on import).
 
-xarray's recommended extension mechanism (composition over inheritance; STYLE §7)::
+xarray's recommended extension mechanism (composition over inheritance; xarray documentation,
+"Extending xarray")::
 
     >>> import toyengine.summary  # registers the accessor
     >>> ds.toys.t()               # doctest: +SKIP

@@ -1,19 +1,23 @@
 """Significances, p-values and the toy distribution of the likelihood-ratio test statistic.
 
-Conventions (PHYSICS.md §1.8):
+Conventions:
 
 * The test statistic is ``t = Δ(−2 ln L) = 2 (nll[h0] − nll[h1])`` (``nll`` is −ln L at the
-  minimum), positive when h1 describes the data better. For the Zc significance of seed 000
-  §6.5, h0 = no Zc and h1 = with Zc; for a J^P rejection, h0 = the disfavoured J^P (the toys
-  are generated under it) and h1 = the preferred one.
-* p-values from Wilks' theorem use ``p = P(χ²(ndof) ≥ t)``.
+  minimum), positive when h1 describes the data better. For the Zc significance of LHCb,
+  Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5, h0 = no Zc and h1 = with Zc; for a J^P
+  rejection, h0 = the disfavoured J^P (the toys are generated under it) and h1 = the
+  preferred one.
+* p-values from Wilks' theorem (S. S. Wilks, Ann. Math. Stat. 9 (1938) 60) use
+  ``p = P(χ²(ndof) ≥ t)``.
 * A p-value converts to a significance either **one-sided**, ``Z = Φ⁻¹(1 − p)``, or
   **two-sided**, ``Z = Φ⁻¹(1 − p/2)``. The LHCb papers quote the two-sided number: 41.4 with
-  ndof 8 is 4.78σ → "4.8σ", and 18.6 with 1 dof is √18.6 = 4.31σ → "4.3σ" (seed 000 §6.5;
-  the one-sided numbers would be 4.64σ and 4.16σ). Both are always reported.
+  ndof 8 is 4.78σ → "4.8σ", and 18.6 with 1 dof is √18.6 = 4.31σ → "4.3σ" (Eur. Phys. J. C 78
+  (2018) 1019, Sect. 6.5; the one-sided numbers would be 4.64σ and 4.16σ). Both are always
+  reported.
 * Empirical (toy) p-values are ``p = k/n`` with ``k = #{t_toy ≥ t_obs}`` over the ``n`` toys
-  whose two fits both converged, with a Clopper–Pearson interval; the failed-fit count is
-  reported next to them, never silently dropped.
+  whose two fits both converged, with a Clopper–Pearson interval (C. J. Clopper and E. S.
+  Pearson, Biometrika 26 (1934) 404); the failed-fit count is reported next to them, never
+  silently dropped.
 """
 
 from __future__ import annotations
@@ -87,7 +91,8 @@ def p_to_z(p: float | np.ndarray, sided: Sided = "two") -> Any:
     p : float or array
         p-value(s) in [0, 1]; NaN propagates, ``p = 0`` gives ``inf``.
     sided : {"two", "one"}
-        ``"two"``: ``Z = Φ⁻¹(1 − p/2)`` (the convention of seeds 000–002, PHYSICS.md §1.8);
+        ``"two"``: ``Z = Φ⁻¹(1 − p/2)`` (the convention of the LHCb
+        Zc(4100) and T_cc+ papers);
         ``"one"``: ``Z = Φ⁻¹(1 − p)`` (negative for ``p > 0.5``).
 
     Returns
@@ -102,7 +107,7 @@ def p_to_z(p: float | np.ndarray, sided: Sided = "two") -> Any:
 
     Examples
     --------
-    >>> round(p_to_z(chi2_pvalue(41.4, 8)), 2)   # seed 000: "4.8σ"
+    >>> round(p_to_z(chi2_pvalue(41.4, 8)), 2)   # Zc(4100): "4.8σ"
     4.78
     """
     _check_sided(sided)
@@ -134,8 +139,8 @@ def chi2_pvalue(t: float | np.ndarray, ndof: float) -> Any:
     """Asymptotic p-value ``P(χ²(ndof) ≥ t)`` of a Δ(−2 ln L) value (Wilks' theorem).
 
     ``ndof`` may be non-integer (a fitted effective ndof). ``t ≤ 0`` gives 1, NaN gives NaN.
-    Seed 000 §6.5 uses ndof = 2 × (free Zc parameters) = 8 for the Zc significance and 1 for
-    the J^P rejection.
+    LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5, uses ndof = 2 × (free Zc parameters)
+    = 8 for the Zc significance and 1 for the J^P rejection.
     """
     ndof = float(ndof)
     if not ndof > 0:
@@ -202,7 +207,8 @@ def empirical_pvalue(
     EmpiricalP
         ``p = k/n`` (unbiased for the true tail probability), its CP interval and counts. With
         ``k = 0`` the interval ``[0, hi]`` is an upper limit — more toys are needed to quote a
-        point significance (seed 000 §6.5 verifies the χ² shape with toys instead).
+        point significance (Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5, verifies the χ²
+        shape with toys instead).
 
     See Also
     --------
@@ -302,8 +308,9 @@ def fit_chi2_ndof(
 ) -> Chi2Fit:
     """Fit a χ²(k) distribution (optionally × a scale) to toy values of t, k free.
 
-    This is the check of seed 000 §6.5 ("the Δ(−2 ln L) distribution ... is found to be well
-    described by a χ² probability density function with ndof = 8"; 1 dof for J^P).
+    This is the check of LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5 ("the Δ(−2 ln L)
+    distribution ... is found to be well described by a χ² probability density function with
+    ndof = 8"; 1 dof for J^P).
 
     Method: unbinned maximum likelihood with iminuit (MIGRAD + HESSE, ``errordef = 0.5``).
     The χ² log-density is evaluated from the sufficient statistics ``Σ ln tᵢ`` and ``Σ tᵢ``
@@ -339,8 +346,8 @@ def fit_chi2_ndof(
         bin), at least ``npar + 2``. The bins are equiprobable under the fitted χ² (plus one
         bin [0, zero_tol) with ``zero_mass``); the Pearson statistic is compared with
         χ²(bins − 1 − fitted parameters). Because the parameters come from the unbinned fit
-        the true reference lies between that and χ²(bins − 1) (Chernoff–Lehmann): the
-        p-value is slightly conservative.
+        the true reference lies between that and χ²(bins − 1) (H. Chernoff and E. L.
+        Lehmann, Ann. Math. Stat. 25 (1954) 579): the p-value is slightly conservative.
 
     Returns
     -------
@@ -502,7 +509,9 @@ def test_statistic(
     *,
     include_failed: bool = False,
 ) -> xr.DataArray:
-    """Per-toy ``t = 2 (nll[h0] − nll[h1]) = Δ(−2 ln L)`` (seed 000 §6.5).
+    """Per-toy ``t = 2 (nll[h0] − nll[h1]) = Δ(−2 ln L)``.
+
+    LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5.
 
     Parameters
     ----------
@@ -1051,13 +1060,14 @@ def significance_summary(
 ) -> SignificanceSummary:
     """Summarise the toy t distribution of a significance or J^P-rejection study.
 
-    Seed 000 §6.5: the Zc significance quotes χ²(ndof = 8) for Δ(−2 ln L) = 41.4 (4.8σ,
-    two-sided) after checking with toys generated under "no Zc" that t follows χ²(8); the
-    0⁺ rejection quotes χ²(1) for 18.6 (4.3σ) after checking with toys generated under 0⁺.
+    LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5: the Zc significance quotes χ²(ndof = 8)
+    for Δ(−2 ln L) = 41.4 (4.8σ, two-sided) after checking with toys generated under "no Zc"
+    that t follows χ²(8); the 0⁺ rejection quotes χ²(1) for 18.6 (4.3σ) after checking with
+    toys generated under 0⁺.
 
     Uses attrs ``h0``, ``h1``, ``ndof_wilks`` and ``observed_t``. For ``kind ==
     "jp_rejection"`` (non-nested hypotheses, t may be negative) no χ² is fitted and the Wilks
-    ndof defaults to 1 (seed 000: "assuming a χ² distribution with one degree of freedom").
+    ndof defaults to 1 (the paper: "assuming a χ² distribution with one degree of freedom").
 
     Parameters
     ----------
@@ -1162,9 +1172,10 @@ def significance_summary(
 class SpreadSummary:
     """Spread of the data-fit t over variants (template smearing / parameter variation).
 
-    Seed 000 §7: about 300 bin-fluctuated background histograms give a Gaussian Δ(−2 ln L)
-    distribution; the "most pessimistic" parametrisation is the one ``n_sigma`` = 3 standard
-    deviations below its mean, and the significance is recomputed with it (3.4σ for the Zc).
+    LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 7: about 300 bin-fluctuated background
+    histograms give a Gaussian Δ(−2 ln L) distribution; the "most pessimistic"
+    parametrisation is the one ``n_sigma`` = 3 standard deviations below its mean, and the
+    significance is recomputed with it (3.4σ for the Zc, its Table 5).
     Significances here use χ²(ndof_wilks), two-sided.
     """
 

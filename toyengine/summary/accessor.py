@@ -19,20 +19,13 @@ import numpy as np
 import xarray as xr
 
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks
+from .ndof import Chi2Fit, fit_chi2_ndof
 from .pulls import PullTable, pull_summary
+from .pvalues import EmpiricalP, empirical_pvalue, p_to_z
 from .report import failed_summary, render_summary
-from .significance import (
-    Chi2Fit,
-    EmpiricalP,
-    SignificanceSummary,
-    empirical_pvalue,
-    fit_chi2_ndof,
-    p_to_z,
-    significance_summary,
-    test_statistic,
-    variant_index,
-)
+from .significance import SignificanceSummary, significance_summary
 from .systematics import SystTable, systematic_table
+from .teststat import test_statistic, variant_index
 
 __all__ = ["ToysAccessor"]
 

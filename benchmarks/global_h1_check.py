@@ -24,7 +24,7 @@ from toyengine.core.fit import fit
 from toyengine.study.recipe import Chunk, param_axis, run_chunk
 from toyengine.study.seeds import toy_seed
 from toyengine.study.spec import build_model, load_spec
-from toyengine.summary.significance import fit_chi2_ndof
+from toyengine.summary.ndof import fit_chi2_ndof
 
 
 def _grid(model, shape):

@@ -20,8 +20,8 @@ def test_large_sample_recovers_coefficients_and_zc() -> None:
     """A 10× (≈ 32k events) sample from the nominal model, fitted from the generation
     values: every free parameter lies within 4 σ (HESSE) of its true value — for ~20
     parameters the chance of a |pull| > 4 is ~1e-3 — and the Zc mass and width come back
-    within 4 σ with σ ≈ 20/sqrt(10) and 50/sqrt(10) MeV (the statistical errors of seed 000
-    §6.5 scaled by the sample size)."""
+    within 4 σ with σ ≈ 20/sqrt(10) and 50/sqrt(10) MeV (the statistical errors of LHCb, Eur. Phys.
+    J. C 78 (2018) 1019, Sect. 6.5, scaled by the sample size)."""
     m = build_zc4100({"maps": "synthetic", "yield_values": _scaled(10.0)})
     truth = m.parameters.values
     data = m.sample(truth, np.random.default_rng(2018))
@@ -45,7 +45,8 @@ def test_pull_distributions_nominal_size() -> None:
     """40 nominal-size toys generated and fitted (3 starts) with the nominal model.
 
     At ~2000 signal decays the HESSE pulls have non-Gaussian tails (local minima, asymmetric
-    errors — why seed 000 §6.5 takes its uncertainties from pseudoexperiments), so the
+    errors — why Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5,
+    takes its uncertainties from pseudoexperiments), so the
     checks are robust: the median pull lies within ±0.6 (3 × 1.25/sqrt(40), the spread of a
     median of 40 unit-normal values), the IQR width (IQR/1.349) within [0.7, 1.5], and the
     mean fitted Zc mass and width within 3 standard errors of the generated values

@@ -2,7 +2,7 @@
 
 Independent references: explicit four-vectors boosted with numpy (helicity angles), the PDG
 "Kinematics" boundary formula, scipy.integrate.quad (DP area), finite differences (Jacobian)
-and the mass ranges of PHYSICS.md §1.5.
+and the mass ranges computed by hand from the PDG 2018 masses.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def _angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                                                    * np.linalg.norm(b[:, 1:], axis=1))
 
 
-def test_mass_ranges_match_physics_md() -> None:
-    # PHYSICS.md §1.5 table (PDG 2018 masses), MeV, quoted to 0.01 MeV
+def test_mass_ranges_match_pdg2018_values() -> None:
+    # m_K + m_π, m_B − m_ηc etc. with PDG 2018 masses, MeV, quoted to 0.01 MeV
     for pair, (lo, hi) in {"kpi": (633.25, 2295.73), "etacpi": (3123.47, 4785.95),
                            "etack": (3477.58, 5140.06)}.items():
         mlo, mhi = KIN.mass_range(pair)

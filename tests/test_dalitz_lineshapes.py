@@ -1,5 +1,5 @@
-"""Dalitz lineshapes and components against independent evaluations (seed 000 Eqs. 5–10,
-PHYSICS.md §1.3–1.4): Blatt–Weisskopf polynomials, Zemach factors vs Legendre polynomials in
+"""Dalitz lineshapes and components against independent evaluations (LHCb, Eur. Phys. J. C 78 (2018)
+1019, Eqs. (5)–(10)): Blatt–Weisskopf polynomials, Zemach factors vs Legendre polynomials in
 the helicity angle, RBW and LASS against direct complex-arithmetic transcriptions, unit
 normalisation against scipy quad, fit fractions.
 """
@@ -50,14 +50,15 @@ def test_zemach_table_and_legendre() -> None:
              2: 4 / 3 * (p * q) ** 2 * (3 * c**2 - 1),
              3: -24 / 15 * (p * q) ** 3 * (5 * c**3 - 3 * c),
              4: 16 / 35 * (p * q) ** 4 * (35 * c**4 - 30 * c**2 + 3)}
-    for L, ref in table.items():  # PHYSICS.md §1.4 table
+    for L, ref in table.items():  # Zemach factors (Laura++ ``Zemach_P``)
         np.testing.assert_allclose(zemach_radial(p, q, L) * legendre(c, L), ref, atol=1e-13)
 
 
 @pytest.mark.parametrize("name, spin", [("kst892", 1), ("kst2_1430", 2), ("kst3_1780", 3),
                                         ("kst4_2045", 4), ("lass", 0), ("zc", 1)])
 def test_spin_factor_is_legendre_in_helicity_angle(nominal, name: str, spin: int) -> None:
-    """At fixed pair mass, F ∝ P_L(cos θ) (the Zemach factor of PHYSICS.md §1.4)."""
+    """At fixed pair mass, F ∝ P_L(cos θ) (the Zemach factor, C. Zemach, Phys. Rev. 133
+    (1964) B1201)."""
     j = nominal.component_names.index(name)
     pair = nominal.components[j].pair
     lo, hi = KIN.mass_range(pair)
@@ -74,7 +75,8 @@ def test_spin_factor_is_legendre_in_helicity_angle(nominal, name: str, spin: int
 
 
 def _rbw_direct(m, m0, w0, L, r, m1, m2, mb, mparent):
-    """Seed 000 Eqs. 6–8 written out: X(p r) X(q r) Z T with complex arithmetic."""
+    """Eur. Phys. J. C 78 (2018) 1019, Eqs. (6)–(8), written out: X(p r) X(q r) Z T with complex
+    arithmetic."""
     def mom(M, a, b):
         return np.sqrt((M**2 - (a + b) ** 2) * (M**2 - (a - b) ** 2) + 0j).real / (2 * M)
 
@@ -202,7 +204,7 @@ def test_fit_fractions_sum_to_one(nominal) -> None:
     st = _State(nominal, st_M)
     st.update(nominal.parameters.values)
     np.testing.assert_allclose(np.diag(st.N[0]).real, 1.0, atol=2e-6)
-    assert res["ff"]["kst892"] > 0.4  # K*(892) dominant (PHYSICS.md §7.1)
+    assert res["ff"]["kst892"] > 0.4  # K*(892) dominant (the illustrative coefficients)
 
 
 def test_bad_resonance_masses() -> None:

@@ -1,5 +1,6 @@
 """SDP efficiency/background maps: reading, validation (bad inputs name the file and the
-problem), cubic-spline smoothing, and the smearing variations of seed 000 §7."""
+problem), cubic-spline smoothing, and the smearing variations of LHCb,
+Eur. Phys. J. C 78 (2018) 1019, Sect. 7."""
 
 from __future__ import annotations
 

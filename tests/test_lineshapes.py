@@ -25,7 +25,7 @@ from toyengine.core.lineshapes import (
 from toyengine.errors import ModelError
 
 M20 = MASSES_PDG2020
-TCC_M0 = tcc_thresholds()["D*+D0"] - 0.273  # δm_BW = −273 keV (paper B)
+TCC_M0 = tcc_thresholds()["D*+D0"] - 0.273  # δm_BW = −273 keV (LHCb, Nature Physics 18 (2022) 751)
 TCC = {"m1": 2 * M20["D0"], "m2": M20["pi+"], "L": 1, "r": 3.5}
 THR = TCC["m1"] + TCC["m2"]
 
@@ -33,7 +33,7 @@ THR = TCC["m1"] + TCC["m2"]
 def width_by_hand(
     m: float, m0: float, gamma0: float, m1: float, m2: float, L: int, r: float
 ) -> float:
-    """Independent Γ(m): momenta from energies, D_L from the printed table (PHYSICS §1.3)."""
+    """Independent Γ(m): momenta from energies, D_L from the printed table (von Hippel & Quigg)."""
     table = {
         0: lambda z: 1.0,
         1: lambda z: 1 + z**2,
@@ -192,7 +192,8 @@ def test_bw_errors_name_the_problem() -> None:
 
 
 def test_tcc_pole_numbers() -> None:
-    # PHYSICS.md §2.2: m0 = 3874.8128 MeV, q0 = 39.114 MeV, z0 = 0.1369
+    # m0 = threshold − 273 keV = 3874.8128 MeV, q0 = 39.114 MeV, z0 = 0.1369 (PDG 2020 masses,
+    # computed by hand)
     assert TCC_M0 == pytest.approx(3874.8128, abs=1e-4)
     q0 = float(breakup_momentum(TCC_M0, TCC["m1"], TCC["m2"]))
     assert q0 * 3.5e-3 == pytest.approx(0.1369, abs=1e-4)

@@ -45,7 +45,8 @@ def params(a0=0.3, b0=0.0):
 
 
 def test_thresholds_are_chi2_quantiles():
-    """Seed 002 quotes −Δ log L = 1.35 (90 %) and 1.92 (95 %): χ²₁ quantiles / 2."""
+    """LHCb, Nature Communications 13 (2022) 3351, quotes −Δ log L = 1.35 (90 %) and 1.92 (95 %):
+    χ²₁ quantiles / 2."""
     assert delta_nll_threshold(0.90) == pytest.approx(stats.chi2.ppf(0.90, 1) / 2, rel=1e-14)
     assert round(delta_nll_threshold(0.90), 2) == 1.35
     assert round(delta_nll_threshold(0.95), 2) == 1.92
@@ -72,7 +73,8 @@ def test_gaussian_profile_gives_textbook_interval():
     lo, hi = interval(scan)  # 68.27 %: −Δ ln L = 1/2
     assert lo == pytest.approx(MU[0] - SIG[0], abs=1e-4)
     assert hi == pytest.approx(MU[0] + SIG[0], abs=1e-4)
-    z90 = math.sqrt(stats.chi2.ppf(0.90, 1))  # 1.6449: seed 002's 90 % convention
+    # 1.6449: the 90 % convention of Nat. Commun. 13 (2022) 3351
+    z90 = math.sqrt(stats.chi2.ppf(0.90, 1))
     z95 = math.sqrt(stats.chi2.ppf(0.95, 1))  # 1.9600
     assert one_sided_limit(scan, 0.90) == pytest.approx(MU[0] - z90 * SIG[0], abs=1e-4)
     assert one_sided_limit(scan, 0.95) == pytest.approx(MU[0] - z95 * SIG[0], abs=1e-4)

@@ -287,7 +287,7 @@ def test_all_kinds_covered() -> None:
 
 
 def test_default_tcc_resolution_numbers() -> None:
-    # PHYSICS.md §2.3 [P-derived]
+    # Nature Communications 13 (2022) 3351, Methods: σ1 = 1.05 × 263 keV, σ2 = 2.413 σ1, α = 0.778
     res = default_tcc_resolution()
     assert res.kind == "double_gaussian"
     assert res.params["sigma1"] == pytest.approx(0.27615, abs=1e-12)

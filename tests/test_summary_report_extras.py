@@ -1,5 +1,6 @@
-"""Summary blocks added with the reference studies: per-variation significance (seed 000
-Tables 5/6), ensemble mean/RMS (seed 002 Table 2), goodness-of-fit toy p-value."""
+"""Summary blocks added with the reference studies: per-variation significance (LHCb,
+Eur. Phys. J. C 78 (2018) 1019, Tables 5/6), ensemble mean/RMS (Nature Communications 13 (2022)
+3351, Table 2), goodness-of-fit toy p-value."""
 
 import numpy as np
 from scipy import stats

@@ -27,7 +27,8 @@ from toyengine.summary.testing import make_results_dataset
 
 
 def test_zc_significance_41p4_ndof8_is_4p8_sigma_two_sided():
-    # seed 000 §6.5 / PHYSICS.md §1.8: Δ(−2lnL) = 41.4, ndof = 8 → "4.8σ" (two-sided 4.780)
+    # LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5: Δ(−2lnL) = 41.4, ndof = 8 → "4.8σ" (two-sided
+    # 4.780)
     p = chi2_pvalue(41.4, 8)
     assert p == pytest.approx(1.7546e-6, rel=1e-3)
     z2 = p_to_z(p, "two")
@@ -39,7 +40,8 @@ def test_zc_significance_41p4_ndof8_is_4p8_sigma_two_sided():
 
 
 def test_jp_rejection_18p6_one_dof_is_sqrt():
-    # seed 000 §6.5: 41.4 − 22.8 = 18.6 with 1 dof → 4.3σ; two-sided Z = √Δ exactly
+    # Eur. Phys. J. C 78 (2018) 1019, Sect. 6.5: 41.4 − 22.8 = 18.6 with 1 dof → 4.3σ; two-sided Z =
+    # √Δ exactly
     p = chi2_pvalue(41.4 - 22.8, 1)
     z2 = p_to_z(p, "two")
     assert abs(z2 - math.sqrt(18.6)) < 1e-9

@@ -89,7 +89,8 @@ def test_symmetric_max_quadrature_and_half_difference():
 
 
 def test_asymmetric_positive_and_negative_separately():
-    # seed 000 §7: + side = √Σ(max positive)², − side = √Σ(max |negative|)²
+    # Eur. Phys. J. C 78 (2018) 1019, Sect. 7: + side = √Σ(max positive)², − side = √Σ(max
+    # |negative|)²
     st = systematic_table(_dataset(), asymmetric=True)
     res, mom, bkg = st.rows
     assert (res.up["m"], res.down["m"]) == (pytest.approx(0.5), pytest.approx(0.8))

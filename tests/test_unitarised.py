@@ -1,4 +1,5 @@
-"""Tests of the unitarised T_cc+ profile (seed 002 Methods, toyengine.core.unitarised)."""
+"""Tests of the unitarised T_cc+ profile (LHCb, Nature Communications 13 (2022) 3351,
+Methods; toyengine.core.unitarised)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from toyengine.core.unitarised.profile import (
 )
 from toyengine.errors import ModelError
 
-DMU = -0.359  # MeV, seed 002 default fit
+DMU = -0.359  # MeV, the default fit of Nat. Commun. 13 (2022) 3351
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +306,7 @@ def test_real_part_of_amplitude_vanishes_at_mu(model):
 
 
 def test_default_numbers_mode_fwhm_pole(model, model_code):
-    """Seed 002 with δm_U = −359 keV, |g| → ∞: δ𝔪 = −361 keV, 𝔴 = 47.8 keV,
+    """Nat. Commun. 13 (2022) 3351 with δm_U = −359 keV, |g| → ∞: δ𝔪 = −361 keV, 𝔴 = 47.8 keV,
     δm_pole = −360 keV, Γ_pole = 48 keV. We get δ𝔪 = −359.55, 𝔴 = 48.61 (paper matching) /
     48.05 (code matching), pole −359.99 and 48.53 / 47.98 keV. Tolerances: mode 2 keV — the
     public code samples the profile on a 3 keV grid (settings.json estep, ``lineshape`` in
@@ -344,7 +345,8 @@ def test_pole_by_independent_continuation(model):
 
 
 def test_finite_g_pole_and_width_shrink(model):
-    """For smaller |g| the width decreases (Supplementary Fig. 7 of seed 002) and the pole
+    """For smaller |g| the width decreases (Supplementary Fig. 7 of Nat. Commun. 13
+    (2022) 3351) and the pole
     approaches m_U; at |g| = 8.08 GeV Γ_pole drops by ~14 keV (the −14 keV |g| systematic)."""
     widths = []
     for g in (None, 20.0, 8.08, 2.0, 0.5):
@@ -357,8 +359,8 @@ def test_finite_g_pole_and_width_shrink(model):
 
 
 def test_low_energy_parameters(model, model_code):
-    """Seed 002: a = −7.16 + 1.85i fm, −r < 11.9 (16.9) fm and Z < 0.52 (0.58) at 90 (95) %
-    CL, γ = 26.4 MeV, R_ΔE = 7.49 fm. The public code computes r and Z at |g| from its
+    """Nat. Commun. 13 (2022) 3351: a = −7.16 + 1.85i fm, −r < 11.9 (16.9) fm and Z < 0.52 (0.58) at
+    90 (95) % CL, γ = 26.4 MeV, R_ΔE = 7.49 fm. The public code computes r and Z at |g| from its
     Γ0 = 135 (95) MeV limits (|g| = 5.00 (4.19) GeV) with Re a of the default fit. With the
     code's matching we reproduce a to 0.01 fm (tolerance 0.02 fm, the quoted digits); the
     paper's matching point moves a by 0.08 fm (tolerance 0.15 fm, < 1/3 of its error)."""
@@ -383,7 +385,8 @@ def test_low_energy_parameters(model, model_code):
 
 
 def test_interference_in_d0d0pi(model):
-    """Seed 002: setting C = 0 in Eq. 39 lowers the D0D0π+ rate by 43 % (at the peak)."""
+    """Nat. Commun. 13 (2022) 3351: setting C = 0 in Eq. 39 lowers the D0D0π+ rate by 43 %
+    (at the peak)."""
     ch = tcc_channels(model.constants)[0]
     t = dalitz_terms(ch, model.s(np.array([DMU])))[:, 0]
     w = np.array(channel_weights(ch, model.constants))

@@ -1,4 +1,4 @@
-"""Cluster sub-commands of the CLI (issue 6): ``toyengine submit`` and ``toyengine cluster``.
+"""Cluster sub-commands of the CLI: ``toyengine submit`` and ``toyengine cluster``.
 
 ``toyengine submit STUDY --store PATH --cluster slurm|htcondor [--dry-run]`` runs a study on
 a batch farm through dask-jobqueue (``--dry-run`` prints the job script and submits

@@ -1,8 +1,8 @@
 """The fitter: MIGRAD + HESSE (optional MINOS) on iminuit, with multi-start.
 
 A fit never raises for a numerical failure: it returns a :class:`FitResult` with
-``valid=False`` and a status code, so a study records it (ARCHITECTURE.md, "A failed fit is
-data, not an exception").
+``valid=False`` and a status code, so a study records it: a failed fit is data, not an
+exception.
 """
 
 from __future__ import annotations

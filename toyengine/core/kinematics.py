@@ -6,9 +6,13 @@ evaluate on grids that start below a threshold.
 
 References
 ----------
-- PHYSICS.md §1.5 (Källén function, two-body momentum), §5 (phase space), §6 (masses).
-- E. Byckling, K. Kajantie, *Particle Kinematics* (Wiley 1973), eq. V.2.17; PDG review
-  "Kinematics" (three-body phase space).
+- E. Byckling, K. Kajantie, *Particle Kinematics* (Wiley 1973): the Källén function, the
+  two-body break-up momentum, and three-body phase space (eq. V.2.17); also the Particle
+  Data Group review "Kinematics".
+- Masses: Particle Data Group, M. Tanabashi et al., Phys. Rev. D 98 (2018) 030001 (the
+  edition used by LHCb, Eur. Phys. J. C 78 (2018) 1019), and P. A. Zyla et al., Prog.
+  Theor. Exp. Phys. 2020 (2020) 083C01 (the edition of the T_cc+ papers, LHCb, Nature
+  Physics 18 (2022) 751 and Nature Communications 13 (2022) 3351).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ __all__ = [
 # ---------------------------------------------------------------------------------------
 
 #: PDG 2026 masses as shipped by ``particle`` 1.1.0 (``mass_width_2026.txt``), read with
-#: ``particle.Particle.from_pdgid(pdgid).mass`` (PHYSICS.md §6, tag [PDG-2026]). PDG ids:
+#: ``particle.Particle.from_pdgid(pdgid).mass`` (the PDG 2026 edition). PDG ids:
 #: D0 421, D+ 411, D*+ 413, D*0 423, pi+ 211, pi0 111, K+ 321, B0 511, eta_c 441.
 #: ``tests/test_kinematics.py`` checks them against the installed ``particle`` package.
 MASSES: Final = MappingProxyType(
@@ -60,10 +64,10 @@ MASSES: Final = MappingProxyType(
     }
 )
 
-#: PDG 2020 masses as used by the paper-B/C amplitude code (PHYSICS.md §3.2 table,
-#: ``mmikhasenko/Tcc2DDpi.jl`` ``src/constants.jl``, commit 3028f3f). D*+ is defined there
-#: as m(D0) + 145.4258 MeV = 2010.2558 MeV (the PDG-2020 MC-table value is
-#: 2010.26 ± 0.05). B0, K+ and eta_c are the PDG-2020 MC-table values (PHYSICS.md §6).
+#: PDG 2020 masses as used by the public amplitude code of the T_cc+ papers (LHCb, Nature
+#: Communications 13 (2022) 3351): ``mmikhasenko/Tcc2DDpi.jl`` ``src/constants.jl``, commit
+#: 3028f3f. D*+ is defined there as m(D0) + 145.4258 MeV = 2010.2558 MeV (the PDG-2020
+#: MC-table value is 2010.26 ± 0.05). B0, K+ and eta_c are the PDG-2020 MC-table values.
 MASSES_PDG2020: Final = MappingProxyType(
     {
         "D0": 1864.83,
@@ -78,8 +82,8 @@ MASSES_PDG2020: Final = MappingProxyType(
     }
 )
 
-#: PDG 2018 masses, the edition of paper A (Zc(4100), B0 -> eta_c K+ pi-); PHYSICS.md §1.5
-#: and §6 ([PDG-2018]).
+#: PDG 2018 masses (Phys. Rev. D 98 (2018) 030001), the edition of the Zc(4100) analysis
+#: of B0 -> eta_c K+ pi- (LHCb, Eur. Phys. J. C 78 (2018) 1019).
 MASSES_PDG2018: Final = MappingProxyType(
     {
         "D0": 1864.83,
@@ -94,8 +98,9 @@ MASSES_PDG2018: Final = MappingProxyType(
     }
 )
 
-#: Natural widths (MeV) of the PDG-2020 era (PHYSICS.md §3.2 and §6). The D*0 width is the
-#: value derived in the paper-C code (55.2 keV; PDG gives only Gamma < 2.1 MeV).
+#: Natural widths (MeV) of the PDG-2020 era. The D*0 width is the value derived in the
+#: ``Tcc2DDpi.jl`` code of LHCb, Nature Communications 13 (2022) 3351 (55.2 keV; PDG gives
+#: only Gamma < 2.1 MeV).
 WIDTHS_PDG2020: Final = MappingProxyType(
     {
         "D*+": 0.0834,
@@ -106,13 +111,13 @@ WIDTHS_PDG2020: Final = MappingProxyType(
 
 
 def tcc_thresholds(masses: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Two- and three-body thresholds of the Tcc+ analysis (PHYSICS.md §6).
+    """Two- and three-body thresholds of the Tcc+ analysis.
 
     Parameters
     ----------
     masses : mapping, optional
         Mass table with keys ``"D0", "D+", "D*+", "D*0", "pi+", "pi0"``. Defaults to
-        :data:`MASSES_PDG2020`, the constants of papers B/C.
+        :data:`MASSES_PDG2020`, the constants of the T_cc+ papers.
 
     Returns
     -------
@@ -139,7 +144,7 @@ def tcc_thresholds(masses: Mapping[str, float] | None = None) -> dict[str, float
 def kallen(x: ArrayLike, y: ArrayLike, z: ArrayLike) -> NDArray[np.float64]:
     """Källén triangle function λ(x, y, z) = x² + y² + z² − 2xy − 2yz − 2zx.
 
-    PHYSICS.md §1.5. Arguments are squared masses (any consistent unit) and broadcast.
+    Arguments are squared masses (any consistent unit) and broadcast.
     For the physical combination λ(m², m1², m2²) prefer :func:`breakup_momentum`, which uses
     the factorised form and keeps full relative precision near threshold.
     """
@@ -155,7 +160,7 @@ def _lambda_masses(m: NDArray, m1: NDArray, m2: NDArray) -> NDArray:
 def breakup_momentum(m: ArrayLike, m1: ArrayLike, m2: ArrayLike) -> NDArray[np.float64]:
     """Two-body break-up momentum k = λ^{1/2}(m², m1², m2²) / (2m).
 
-    PHYSICS.md §1.5. This is the daughter momentum in the rest frame of a parent of mass
+    This is the daughter momentum in the rest frame of a parent of mass
     ``m`` decaying to masses ``m1`` and ``m2``.
 
     Parameters
@@ -179,7 +184,7 @@ def breakup_momentum(m: ArrayLike, m1: ArrayLike, m2: ArrayLike) -> NDArray[np.f
 def phase_space_2body(m: ArrayLike, m1: ArrayLike, m2: ArrayLike) -> NDArray[np.float64]:
     """Two-body phase space Φ2(m) = λ^{1/2}(m², m1², m2²) / (8π m²) = k / (4π m).
 
-    PHYSICS.md §5 (Ostap ``PhaseSpace2`` with L = 0). Used for the Tcc background shape
+    Ostap ``PhaseSpace2`` with L = 0. Used for the Tcc background shape
     Φ_{D*+D0}(m). Dimensionless; 0 at and below threshold.
     """
     m = np.asarray(m, dtype=float)
@@ -214,7 +219,7 @@ def phase_space_3body(
     m3: float,
     n: int = PHASE_SPACE_3BODY_NODES,
 ) -> NDArray[np.float64]:
-    """Three-body phase space Φ3(M) (PHYSICS.md §5; Byckling–Kajantie eq. V.2.17).
+    """Three-body phase space Φ3(M) (Byckling–Kajantie eq. V.2.17).
 
     Φ3(M) = 1/(128 π³ M²) ∫_{(m2+m3)²}^{(M−m1)²} ds λ^{1/2}(s, M², m1²) λ^{1/2}(s, m2², m3²) / s,
 
@@ -279,7 +284,8 @@ def phase_space_3body_threshold_coefficient(m1: float, m2: float, m3: float) -> 
     """Leading near-threshold coefficient C of Φ3(M) ≈ C Q², Q = M − (m1+m2+m3).
 
     C = √(m1 m2 m3 / Σ³) / (64 π²), Σ = m1 + m2 + m3 (the non-relativistic limit of
-    :func:`phase_space_3body`; PHYSICS.md §5 "O(Q²) scaling"). Derivation: near threshold
+    :func:`phase_space_3body`; the "O(Q²) scaling" of LHCb, Nature Physics 18 (2022) 751,
+    Methods, "Systematic uncertainties"). Derivation: near threshold
     the s-interval has length ≈ 2(m2+m3)Q, ∫√((s−s_lo)(s_hi−s)) ds = π(s_hi−s_lo)²/8, and the
     smooth factor tends to √(4 m2 m3 · 4 Σ m1)/(m2+m3)². Relative corrections are O(Q/m).
     """

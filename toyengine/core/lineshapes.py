@@ -5,11 +5,18 @@ argument is ``z = q[MeV] / 1000 * r``. All functions are vectorised over the mas
 
 References
 ----------
-- PHYSICS.md §1.3 (Blatt–Weisskopf factors, pole-normalised as in Laura++/Ostap).
-- Paper A (seed 000) Eq. 7 (relativistic Breit–Wigner), Eq. 8 (mass-dependent width).
-- PHYSICS.md §2.2 (Ostap ``BW`` line shape used for the Tcc+ signal of paper B).
-- PHYSICS.md §2.1 and §3.1 (background = phase space × *positive* polynomial, Ostap
-  ``PositivePolynomial``: Bernstein basis with coefficients on the unit sphere).
+- Blatt–Weisskopf barrier factors: J. M. Blatt and V. F. Weisskopf, *Theoretical Nuclear
+  Physics* (Wiley, 1952); F. von Hippel and C. Quigg, Phys. Rev. D 5 (1972) 624. Normalised
+  at the pole as in Laura++ (J. Back et al., Comput. Phys. Commun. 231 (2018) 198) and
+  Ostap (``github.com/OstapHEP/ostap``, ``source/src/BreitWigner.cpp``).
+- LHCb, Eur. Phys. J. C 78 (2018) 1019, Eq. (7) (relativistic Breit–Wigner) and Eq. (8)
+  (mass-dependent width).
+- The T_cc+ signal of LHCb, Nature Physics 18 (2022) 751: a relativistic P-wave two-body
+  Breit–Wigner with a Blatt–Weisskopf form factor (main text and Methods, "Systematic
+  uncertainties"); its density is the Ostap ``Ostap::Math::BW`` form.
+- The T_cc+ background: two-body phase space × a *positive* polynomial (LHCb, Nature
+  Communications 13 (2022) 3351, Eq. (2)), coded as Ostap ``PositivePolynomial``: a
+  Bernstein basis with coefficients on the unit sphere.
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ __all__ = [
     "sphere_coefficients_jacobian",
 ]
 
-#: D_L(z) as polynomials in z², lowest power first (PHYSICS.md §1.3; Ostap BreitWigner.cpp
-#: ``s_BW_L`` tables).
+#: D_L(z) as polynomials in z², lowest power first (von Hippel and Quigg, Phys. Rev. D 5
+#: (1972) 624; the ``s_BW_L`` tables of Ostap ``source/src/BreitWigner.cpp``).
 _BW_COEFFS: tuple[tuple[float, ...], ...] = (
     (1.0,),
     (1.0, 1.0),
@@ -57,7 +64,7 @@ def _check_L(L: int) -> int:
 
 
 def blatt_weisskopf_sq(z: ArrayLike, L: int) -> NDArray[np.float64]:
-    """Blatt–Weisskopf denominator polynomial D_L(z) (PHYSICS.md §1.3).
+    """Blatt–Weisskopf denominator polynomial D_L(z) (von Hippel and Quigg, PRD 5 (1972) 624).
 
     ===  ==========================================
     L    D_L(z)
@@ -86,7 +93,7 @@ def blatt_weisskopf_sq(z: ArrayLike, L: int) -> NDArray[np.float64]:
 
 
 def barrier_factor(q: ArrayLike, q0: ArrayLike, r: float, L: int) -> NDArray[np.float64]:
-    """Pole-normalised Blatt–Weisskopf factor X_L = √(D_L(z0) / D_L(z)) (PHYSICS.md §1.3).
+    """Pole-normalised Blatt–Weisskopf factor X_L = √(D_L(z0) / D_L(z)) (Blatt–Weisskopf).
 
     Parameters
     ----------
@@ -148,9 +155,10 @@ def _check_bw(m0: float, gamma0: float, m1: float, m2: float) -> tuple[float, fl
 def mass_dependent_width(
     m: ArrayLike, m0: float, gamma0: float, m1: float, m2: float, L: int, r: float
 ) -> NDArray[np.float64]:
-    """Mass-dependent width Γ(m) = Γ0 (q/q0)^{2L+1} (m0/m) X_L²(q r) (seed 000 Eq. 8).
+    """Mass-dependent width Γ(m) = Γ0 (q/q0)^{2L+1} (m0/m) X_L²(q r) (LHCb, Eur. Phys. J. C 78
+    (2018) 1019, Eq. (8)).
 
-    PHYSICS.md §2.2. ``q = k(m; m1, m2)`` and ``q0 = k(m0; m1, m2)``
+    ``q = k(m; m1, m2)`` and ``q0 = k(m0; m1, m2)``
     (:func:`~toyengine.core.kinematics.breakup_momentum`); X_L is pole-normalised so Γ(m0) = Γ0.
 
     Parameters
@@ -160,7 +168,8 @@ def mass_dependent_width(
     m0, gamma0 : float
         Pole mass and width, MeV.
     m1, m2 : float
-        Daughter masses, MeV (Tcc+ of paper B: m1 = 2 m(D0), m2 = m(π+)).
+        Daughter masses, MeV (the T_cc+ of Nature Physics 18 (2022) 751: m1 = 2 m(D0),
+        m2 = m(π+)).
     L : int
         Orbital angular momentum of the decay, 0..4.
     r : float
@@ -197,10 +206,10 @@ def _width_from_q(
 def rbw_amplitude(
     m: ArrayLike, m0: float, gamma0: float, m1: float, m2: float, L: int, r: float
 ) -> NDArray[np.complex128]:
-    """Relativistic Breit–Wigner T(m) = 1 / (m0² − m² − i m0 Γ(m)) (seed 000 Eq. 7).
+    """Relativistic Breit–Wigner T(m) = 1 / (m0² − m² − i m0 Γ(m)).
 
-    Γ(m) is :func:`mass_dependent_width` (seed 000 Eq. 8). Units MeV⁻². Below threshold
-    Γ = 0 and T is real.
+    LHCb, Eur. Phys. J. C 78 (2018) 1019, Eq. (7); Γ(m) is :func:`mass_dependent_width`
+    (Eq. (8) there). Units MeV⁻². Below threshold Γ = 0 and T is real.
     """
     m = np.asarray(m, dtype=float)
     width = mass_dependent_width(m, m0, gamma0, m1, m2, L, r)
@@ -211,13 +220,13 @@ def rbw_amplitude(
 def rbw_density(
     m: ArrayLike, m0: float, gamma0: float, m1: float, m2: float, L: int, r: float
 ) -> NDArray[np.float64]:
-    """Relativistic Breit–Wigner line shape with mass-dependent width (PHYSICS.md §2.2).
+    """Relativistic Breit–Wigner line shape with mass-dependent width.
 
     F(m) = (2/π) m m0 Γ(m) / [(m0² − m²)² + m0² Γ(m)²],
 
-    the Ostap ``Ostap::Math::BW`` form used for the Tcc+ signal of paper B (with
-    m1 = 2 m(D0), m2 = m(π+), L = 1, r = 3.5 GeV⁻¹). Equal to (2/π) m m0 Γ(m) |T(m)|² with T
-    of :func:`rbw_amplitude`.
+    the Ostap ``Ostap::Math::BW`` form of the T_cc+ signal of LHCb, Nature Physics 18 (2022)
+    751 (with m1 = 2 m(D0), m2 = m(π+), L = 1, r = 3.5 GeV⁻¹). Equal to (2/π) m m0 Γ(m) |T(m)|² with
+    T of :func:`rbw_amplitude`.
 
     Normalisation: F is *not* normalised on a finite range; for a narrow resonance far
     from threshold its integral over all m tends to 1, and exactly, for L = 0 and massless
@@ -249,7 +258,7 @@ class BreitWignerGrid:
 
     In a fit m0 and Γ0 change but the grid, the daughter masses, L and r do not, so q(m),
     D_L(z(m)) and m² are computed once here. ``grid(m0, gamma0)`` then costs a few vector
-    operations (PHYSICS.md §2.2; seed 000 Eqs. 7–8).
+    operations (LHCb, Eur. Phys. J. C 78 (2018) 1019, Eqs. (7)–(8)).
 
     Parameters
     ----------
@@ -285,7 +294,7 @@ class BreitWignerGrid:
         return d_z0 / q0 ** (2 * self.L + 1)
 
     def width(self, m0: float, gamma0: float) -> NDArray[np.float64]:
-        """Γ(m) on the grid (seed 000 Eq. 8)."""
+        """Γ(m) on the grid (Eur. Phys. J. C 78 (2018) 1019, Eq. (8))."""
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         c0 = self._c0(q0)
         return (gamma0 * m0 * c0) * self._g
@@ -422,9 +431,10 @@ def _binomials(order: int) -> NDArray:
 def bernstein_basis(x: ArrayLike, lo: float, hi: float, order: int) -> NDArray[np.float64]:
     """Bernstein basis b_{k,n}(t) = C(n,k) t^k (1−t)^{n−k}, t = (x − lo)/(hi − lo).
 
-    Ostap ``Bernstein``/``PositivePolynomial`` basis (PHYSICS.md §2.1: background ×
-    positive polynomial). A polynomial Σ a_k b_{k,n} with a_k ≥ 0 is ≥ 0 on [lo, hi]; each
-    basis function integrates to (hi − lo)/(n + 1) over [lo, hi] and Σ_k b_{k,n} = 1.
+    Ostap ``Bernstein``/``PositivePolynomial`` basis (the T_cc+ background is phase space ×
+    positive polynomial, LHCb, Nature Communications 13 (2022) 3351, Eq. (2)). A polynomial Σ a_k
+    b_{k,n} with a_k ≥ 0 is ≥ 0 on [lo, hi]; each basis function integrates to (hi − lo)/(n + 1)
+    over [lo, hi] and Σ_k b_{k,n} = 1.
 
     Outside [lo, hi] the polynomial continuation is returned (it can be negative there):
     callers that evaluate on a padded grid should choose [lo, hi] to cover that grid.

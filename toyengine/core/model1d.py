@@ -361,8 +361,8 @@ class UnbinnedNLL:
 
     ``-ln L = sum_c N_c - sum_i w_i ln(sum_c N_c f_c(x_i)) + sum_p (p - mu_p)^2 / (2 s_p^2)``
 
-    (constant terms dropped). With weights (sWeighted data, seeds 001/002) the point estimate
-    is the weighted-likelihood one and :meth:`weighted_covariance` gives the sandwich
+    (constant terms dropped). With weights (sWeighted data, as in the T_cc+ papers) the point
+    estimate is the weighted-likelihood one and :meth:`weighted_covariance` gives the sandwich
     covariance ``H^-1 (sum_i w_i^2 g_i g_i^T) H^-1`` (Langenbruch, EPJC 82 (2022) 393, Eq. 18).
     """
 

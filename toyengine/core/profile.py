@@ -3,7 +3,8 @@
 A profile scan fixes one parameter at each value of a grid, refits all the others, and
 records −Δ ln L = min ln L(global) − min ln L(fixed) ≥ 0 (with ``nll = −ln L``: the
 difference of minimised negative log-likelihoods). Limits are the values where −Δ ln L
-crosses a threshold. Seed 002 quotes the lower limits on |g| at −Δ log L = 1.35 (90 % CL) and
+crosses a threshold. LHCb, Nature Communications 13 (2022) 3351 (Results, "T_cc+ signal in
+the D0D0π+ mass spectrum") quotes the lower limits on |g| at −Δ log L = 1.35 (90 % CL) and
 1.92 (95 % CL), i.e. half the χ²₁ quantile at the CL, ``scipy.stats.chi2.ppf(CL, 1) / 2``
 (1.3528, 1.9207); :func:`one_sided_limit` uses exactly that convention by default. (A strict
 one-sided Neyman construction would use ``chi2.ppf(2 CL − 1, 1) / 2``; pass ``threshold=`` for
@@ -41,8 +42,8 @@ __all__ = [
 
 
 def delta_nll_threshold(level: float) -> float:
-    """−Δ ln L threshold for confidence level ``level``: χ²₁ quantile / 2 (seed 002 quotes
-    1.35 for 90 % and 1.92 for 95 %; 0.5 for 68.27 %)."""
+    """−Δ ln L threshold for confidence level ``level``: χ²₁ quantile / 2 (LHCb, Nature
+    Communications 13 (2022) 3351 quotes 1.35 for 90 % and 1.92 for 95 %; 0.5 for 68.27 %)."""
     if not 0.0 < level < 1.0:
         msg = f"confidence level must be in (0, 1), got {level}"
         raise ModelError(msg)
@@ -220,9 +221,10 @@ def one_sided_limit(scan: ProfileScan, level: float = 0.90, side: str = "lower",
                     threshold: float | None = None) -> float:
     """The ``side`` limit at ``level`` from the first −Δ ln L crossing next to the minimum.
 
-    The threshold is :func:`delta_nll_threshold` (χ²₁ quantile / 2, seed 002's 1.35 and
-    1.92) unless ``threshold`` is given. Returns NaN when −Δ ln L does not reach the
-    threshold inside the scanned range on that side. Invalid scan points are skipped.
+    The threshold is :func:`delta_nll_threshold` (χ²₁ quantile / 2, the 1.35 and 1.92 of
+    LHCb, Nature Communications 13 (2022) 3351) unless ``threshold`` is given. Returns NaN when −Δ
+    ln L does not reach the threshold inside the scanned range on that side. Invalid scan points are
+    skipped.
     """
     thr = delta_nll_threshold(level) if threshold is None else float(threshold)
     if not thr > 0:
@@ -252,8 +254,9 @@ def most_conservative(scans: Mapping[str, ProfileScan] | Sequence[ProfileScan],
                       threshold: float | None = None) -> ConservativeLimit:
     """The most conservative ``side`` limit over profile scans of alternative models.
 
-    For a lower limit this is the smallest, for an upper limit the largest (seed 002:
-    "the smallest of the resulting values is taken as the lower limit"). If any scan does
+    For a lower limit this is the smallest, for an upper limit the largest (LHCb, Nature
+    Communications 13 (2022) 3351, Results, "Systematic uncertainties": "the smallest of the
+    resulting values is taken as the lower limit"). If any scan does
     not cross the threshold inside its range, that limit is unknown (NaN) and so is the
     result (``label`` names the scan).
     """

@@ -1,4 +1,10 @@
-"""Detector-resolution functions for the Tcc+ mass fits (PHYSICS.md §2.3, §4).
+"""Detector-resolution functions for the Tcc+ mass fits.
+
+The default double Gaussian and the five alternative shapes of the resolution-model
+systematic are those of LHCb, Nature Physics 18 (2022) 751 and Nature Communications 13
+(2022) 3351 (Methods, "Resolution model for the D0D0π+ mass" and "Systematic
+uncertainties"); the formulas follow the authors' toolkit Ostap
+(``github.com/OstapHEP/ostap``, ``source/src/Peaks.cpp``) and the references cited there.
 
 Each shape is a density of the offset x = m_reco − m_true (MeV), normalised over the real
 line. All normalisation constants are analytic (derivations in the docstrings), so nothing
@@ -8,7 +14,7 @@ mean and RMS against ``scipy.integrate.quad``.
 The :class:`Resolution` dataclass bundles a kind and its parameters and offers the density,
 CDF, sampling, RMS, the convolution half-width and the width scaling used by the
 "resolution scale 1.0 / 1.1" systematic. :func:`default_tcc_resolution` is the double
-Gaussian of papers B/C and :func:`tcc_alternative_resolutions` the five alternative shapes of
+Gaussian of the T_cc+ papers and :func:`tcc_alternative_resolutions` the five alternative shapes of
 the resolution-model systematic.
 """
 
@@ -85,9 +91,10 @@ def gaussian_density(x: ArrayLike, sigma: float) -> NDArray[np.float64]:
 def double_gaussian_density(
     x: ArrayLike, sigma1: float, sigma2: float, frac: float
 ) -> NDArray[np.float64]:
-    """Double Gaussian α G(x; 0, σ1) + (1 − α) G(x; 0, σ2), α = ``frac`` (PHYSICS.md §4.1).
+    """Double Gaussian α G(x; 0, σ1) + (1 − α) G(x; 0, σ2), α = ``frac``.
 
-    The default Tcc+ resolution of papers B/C (PHYSICS.md §2.3); analytic normalisation.
+    The default Tcc+ resolution (LHCb, Nature Communications 13 (2022) 3351, Methods,
+    "Resolution model for the D0D0π+ mass"); analytic normalisation.
     """
     return frac * gaussian_density(x, sigma1) + (1.0 - frac) * gaussian_density(x, sigma2)
 
@@ -99,7 +106,7 @@ def _apollonios_norm(beta: float) -> float:
 
 
 def apollonios_density(x: ArrayLike, sigma: float, beta: float) -> NDArray[np.float64]:
-    """Symmetric Apollonios f ∝ exp(β(β − √(β² + δ²))), δ = x/σ (PHYSICS.md §4.2).
+    """Symmetric Apollonios f ∝ exp(β(β − √(β² + δ²))), δ = x/σ.
 
     Ostap ``Apollonios2`` with σ_L = σ_R (2021 form); Santos & Dupertuis, NIM A764 (2014)
     150. It is a symmetric hyperbolic distribution: Gaussian for β → ∞, Laplace for β → 0.
@@ -120,7 +127,7 @@ def _cb2_pieces(alpha: float, n: float) -> tuple[float, float, float]:
 
 
 def cb2_density(x: ArrayLike, sigma: float, alpha: float, n: float) -> NDArray[np.float64]:
-    """Gaussian core with symmetric power-law tails (double-sided Crystal Ball; PHYSICS.md §4.3).
+    """Gaussian core with symmetric power-law tails (double-sided Crystal Ball).
 
     f = exp(−δ²/2) for |δ| ≤ α and exp(−α²/2) [N / (N − α(α − |δ|))]^N beyond, with
     N = n + 1 (Ostap ``CrystalBallDoubleSided``, whose ``n`` is N − 1). Continuous with
@@ -157,10 +164,10 @@ def crystal_ball_density(x: ArrayLike, sigma: float, alpha: float, n: float
 
 
 def student_t_density(x: ArrayLike, sigma: float, n: float) -> NDArray[np.float64]:
-    """Student's t with ν = 1 + |n| degrees of freedom and scale σ (PHYSICS.md §4.4).
+    """Student's t with ν = 1 + |n| degrees of freedom and scale σ.
 
-    Ostap 2021 ``StudentT`` parametrisation (ν = 1 + |n|). Analytic normalisation
-    Γ((ν+1)/2) / (√(πν) Γ(ν/2) σ).
+    Ostap 2021 ``StudentT`` parametrisation (ν = 1 + |n|); "Student", Biometrika 6 (1908) 1.
+    Analytic normalisation Γ((ν+1)/2) / (√(πν) Γ(ν/2) σ).
     """
     nu = 1.0 + abs(n)
     d = np.asarray(x, dtype=float) / sigma
@@ -170,7 +177,7 @@ def student_t_density(x: ArrayLike, sigma: float, n: float) -> NDArray[np.float6
 
 
 def johnson_su_density(x: ArrayLike, lambda_: float, delta: float) -> NDArray[np.float64]:
-    """Symmetric Johnson SU (γ = 0, ξ = 0; PHYSICS.md §4.5; Johnson, Biometrika 36 (1949) 149).
+    """Symmetric Johnson SU (γ = 0, ξ = 0; Johnson, Biometrika 36 (1949) 149).
 
     f = δ/(λ√(2π)) (1 + y²)^{−1/2} exp(−½ δ² asinh²y), y = x/λ. It is the density of
     λ sinh(Z/δ) for standard normal Z, hence analytically normalised.
@@ -187,7 +194,7 @@ def _novosibirsk_lambda(tau: float) -> float:
 
 
 def novosibirsk_density(x: ArrayLike, sigma: float, tau: float) -> NDArray[np.float64]:
-    """Modified Novosibirsk function (Ostap ``Novosibirsk``; PHYSICS.md §4.6).
+    """Modified Novosibirsk function (Ostap ``Novosibirsk``).
 
     f ∝ exp(−½ [ln²(1 + Λτδ)/τ² + τ²]), Λ = sinh(τ√ln4)/(τ√ln4), δ = x/σ, and f = 0 where
     1 + Λτδ ≤ 0 (Ikeda et al., NIM A441 (2000) 401). τ = 0 is the Gaussian.
@@ -229,7 +236,7 @@ _DENSITIES: Final[Mapping[str, Callable[..., NDArray[np.float64]]]] = {
 class Resolution:
     """A resolution function: ``kind`` plus its parameters (widths in MeV).
 
-    Kinds and parameters (PHYSICS.md §4):
+    Kinds and parameters:
 
     ===================  ==============================  ==================================
     kind                 params                          density
@@ -451,8 +458,8 @@ class Resolution:
     def scaled(self, factor: float) -> Resolution:
         """A copy with every width parameter multiplied by ``factor`` (shape unchanged).
 
-        The "resolution correction factor" systematic of papers B/C (1.0 and 1.1 instead of
-        1.05; PHYSICS.md §2.3).
+        The "resolution correction factor" systematic of the T_cc+ papers (1.0 and 1.1 instead
+        of 1.05; LHCb, Nature Physics 18 (2022) 751, Methods, "Systematic uncertainties").
         """
         factor = float(factor)
         if not (math.isfinite(factor) and factor > 0.0):
@@ -566,20 +573,25 @@ def _apollonios_cdf(d: NDArray, beta: float) -> NDArray:
 # Tcc+ resolutions
 # ---------------------------------------------------------------------------------------
 
-#: σ1 of the Tcc+ double Gaussian before the data/simulation factor (MeV), PHYSICS.md §2.3
+#: σ1 of the Tcc+ double Gaussian before the data/simulation factor (MeV); LHCb, Nature
+#: Communications 13 (2022) 3351, Methods, "Resolution model for the D0D0π+ mass"
 TCC_SIGMA1_SIM: Final = 0.263
-#: σ2/σ1 of the Tcc+ double Gaussian, PHYSICS.md §2.3
+#: σ2/σ1 of the Tcc+ double Gaussian (same source)
 TCC_SIGMA_RATIO: Final = 2.413
-#: fraction of the narrow Gaussian, PHYSICS.md §2.3
+#: fraction of the narrow Gaussian (same source)
 TCC_FRAC: Final = 0.778
 
 
 def default_tcc_resolution(scale: float = 1.05) -> Resolution:
-    """Double-Gaussian resolution of papers B/C near the D*+D0 threshold (PHYSICS.md §2.3).
+    """Double-Gaussian resolution of the T_cc+ papers near the D*+D0 threshold.
+
+    LHCb, Nature Communications 13 (2022) 3351, Methods, "Resolution model for the D0D0π+
+    mass".
 
     σ1 = scale × 0.263 MeV, σ2 = 2.413 σ1, narrow fraction 0.778. ``scale`` = 1.05 is the
     data/simulation correction (RMS 397.4 keV); 1.0 and 1.1 are the systematic variations
-    (RMS 378.4 and 416.3 keV). Mass independent [A].
+    (RMS 378.4 and 416.3 keV). Mass independent (our assumption: the paper quotes the
+    parameters "in the vicinity of the D*+D0 mass threshold").
     """
     scale = float(scale)
     if not (math.isfinite(scale) and scale > 0.0):
@@ -648,12 +660,13 @@ TCC_ALTERNATIVE_SHAPES: Final[Mapping[str, Mapping[str, float]]] = {
 def tcc_alternative_resolutions(
     scale: float = 1.05, *, novosibirsk_tau: float = 0.0
 ) -> dict[str, Resolution]:
-    """The five alternative resolution shapes of the paper-B/C resolution systematic.
+    """The five alternative resolution shapes of the T_cc+ resolution systematic.
 
-    Papers B/C fit these shapes to simulation, which we do not have; our stand-in for the
-    simulation is the default double Gaussian (:func:`default_tcc_resolution` at the same
+    LHCb, Nature Physics 18 (2022) 751 and Nature Communications 13 (2022) 3351 (Methods,
+    "Systematic uncertainties") fit these shapes to simulation, which we do not have; our stand-in
+    for the simulation is the default double Gaussian (:func:`default_tcc_resolution` at the same
     ``scale``), itself a fit to that simulation. Every alternative has exactly the same RMS
-    (397.4 keV at scale 1.05); the remaining shape parameters are chosen as follows [A]:
+    (397.4 keV at scale 1.05); the remaining shape parameters are our choice, as follows:
 
     - ``apollonios`` (β = 0.755), ``student_t`` (n = 3.469, ν = 4.469) and ``johnson_su``
       (δ = 1.462): the same probability within ±σ1 as the double Gaussian,

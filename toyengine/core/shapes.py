@@ -28,8 +28,8 @@ __all__ = ["Chebyshev", "Exponential", "PeakShape", "PhaseSpacePolynomial", "Rel
 
 @dataclass(frozen=True)
 class RelativisticBW:
-    """Relativistic Breit–Wigner with mass-dependent width (seed 000 Eqs. 7–8; PHYSICS.md
-    §2.2) for a two-body decay ``R -> A B`` in angular momentum ``L``.
+    """Relativistic Breit–Wigner with mass-dependent width (LHCb, Eur. Phys. J. C 78 (2018)
+    1019, Eqs. (7)–(8)) for a two-body decay ``R -> A B`` in angular momentum ``L``.
 
     The observable is ``x = m - offset`` (e.g. ``delta_m = m(D0D0pi+) - (m_D*+ + m_D0)``);
     the parameters are the pole position ``x0 = m0 - offset`` and the width ``Gamma0``.
@@ -104,7 +104,8 @@ class RelativisticBW:
 
 @dataclass(frozen=True)
 class PhaseSpacePolynomial:
-    """Phase space × positive polynomial, a linear shape (PHYSICS.md §2.1, §5).
+    """Phase space × positive polynomial, a linear shape (LHCb, Nature Communications 13 (2022)
+    3351, Eqs. (2)–(3)).
 
     ``B(x) = Phi(x + offset) * sum_k c_k b_k(x)`` with Bernstein basis ``b_k`` of the given
     ``order`` on ``[lo, hi]`` and ``c = sphere_coefficients(phi_1..phi_order)`` — non-negative

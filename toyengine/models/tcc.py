@@ -1,15 +1,17 @@
-"""The T_cc+ → D0 D0 pi+ mass model of seeds 001/002 (PHYSICS.md §2, §3).
+"""The T_cc+ → D0 D0 pi+ mass model of LHCb, Nature Physics 18 (2022) 751 and Nature
+Communications 13 (2022) 3351.
 
 Observable ``delta_m = m(D0 D0 pi+) - (m_D*+ + m_D0)`` in MeV. Signal: P-wave relativistic
 Breit–Wigner with a Blatt–Weisskopf factor (r = 3.5 GeV^-1, ``R -> (D0 D0) pi+``, i.e.
 m_A = 2 m_D0, m_B = m_pi+) ⊗ resolution. Background: Phi_2(D*+ D0) × positive polynomial
 ⊗ resolution, optionally plus the three-body term Phi_3(D0 D0 pi+) × positive polynomial
-(not convolved; B'_nm of seed 002 Eq. 3). Default resolution: the double Gaussian of seed 002
-Methods (σ1 = 1.05 × 263 keV, σ2 = 2.413 σ1, f = 0.778).
+(not convolved; B'_nm of Nature Communications 13 (2022) 3351, Eq. 3). Default resolution:
+the double Gaussian of its Methods, "Resolution model for the D0D0π+ mass" (σ1 = 1.05 × 263
+keV, σ2 = 2.413 σ1, f = 0.778).
 
-Background level: the papers do not give it (PHYSICS.md §2.5, NOT FOUND). ``n_bkg = 700``
-in δm ∈ [−4, 11] MeV gives σ(delta_m) ≈ 61 keV in toy fits, as the paper's 61 keV (issue 2;
-measured in the issue note).
+Background level: the papers do not give it. ``n_bkg = 700`` in δm ∈ [−4, 11] MeV was chosen
+(a calibration, not a prediction) so that toy fits give σ(delta_m) ≈ 61 keV, the statistical
+uncertainty of δm_BW = −273 ± 61 keV in Nature Physics 18 (2022) 751.
 """
 
 from __future__ import annotations

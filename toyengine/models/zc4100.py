@@ -1,9 +1,16 @@
-"""Builder of the B0 → ηc K+ π− Dalitz models of seed 000 (baseline and Zc(4100)− nominal).
+"""Builder of the B0 → ηc K+ π− Dalitz models of LHCb, Eur. Phys. J. C 78 (2018) 1019
+(arXiv:1809.07416): the baseline (K+π− resonances only) and the nominal model with the Zc(4100)−.
 
-Component list and values: PHYSICS.md §1.6 (working assumption for the unpublished Table 3)
-and §7.1. Complex coefficients are illustrative ([A]; Table 4 is not available): K*(892)0
-dominant, and the Zc(4100) coefficient chosen so that ~2000 signal decays give an expected
-Δ(−2 ln L) near the paper's 41 (see ``studies/zc4100/README.md``).
+Component list: the text of the paper (Sect. 6.5) says the nominal model has "eight
+amplitudes: seven resonances and one NR term", i.e. the baseline has six K+π− resonances and
+one non-resonant term. It names K*(892)0 (the reference amplitude), the LASS S-wave built on
+K*0(1430)0 (D. Aston et al., Nucl. Phys. B 296 (1988) 493) and K*0(1950)0; we fill the other
+slots with K*(1410)0, K*2(1430)0 and K*(1680)0 (our assumption, as the values of its Table 3
+are not reproduced here). Masses and widths are PDG 2018 (Phys. Rev. D 98 (2018) 030001),
+the LASS start values the nominal-fit results of Sect. 6.5. Complex coefficients are
+illustrative (the paper's Table 4 is not reproduced here): K*(892)0 dominant, and the
+Zc(4100) coefficient chosen so that ~2000 signal decays give an expected Δ(−2 ln L) near the
+paper's 41 (see ``studies/zc4100/README.md``).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ __all__ = ["KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "Zc4100Options", "build_zc
 #: default location of the shipped maps and reference data (studies/zc4100 of the repo)
 STUDY_DIR = Path(__file__).resolve().parents[2] / "studies" / "zc4100"
 
-#: K+π− resonances: spin, mass ± σ, width ± σ in MeV (PDG 2018; PHYSICS.md §1.6)
+#: K+π− resonances: spin, mass ± σ, width ± σ in MeV (PDG 2018, Phys. Rev. D 98 (2018) 030001)
 KSTAR_TABLE: dict[str, dict[str, float]] = {
     "kst892": {"spin": 1, "m": 895.55, "dm": 0.20, "w": 47.3, "dw": 0.5},
     "kst1410": {"spin": 1, "m": 1421.0, "dm": 9.0, "w": 236.0, "dw": 18.0},
@@ -46,7 +53,7 @@ KSTAR_TABLE: dict[str, dict[str, float]] = {
     "kst0_1430": {"spin": 0, "m": 1430.0, "dm": 50.0, "w": 270.0, "dw": 80.0},
 }
 
-#: illustrative complex coefficients (re, im) [A]; the reference K*(892) is 1 + 0i
+#: illustrative complex coefficients (re, im), our choice; the reference K*(892) is 1 + 0i
 COEFFICIENTS: dict[str, tuple[float, float]] = {
     "kst892": (1.0, 0.0),
     "kst1410": (0.25, -0.15),
@@ -246,14 +253,15 @@ class Zc4100Model(DalitzModel):
     """The Zc(4100)⁻ Dalitz model with its goodness-of-fit statistic."""
 
     def gof_statistic(self, data: DalitzData, values: np.ndarray) -> float:
-        """Adaptive binned χ² with 12 × 12 equally populated SDP bins (seed 000 §6.4),
+        """Adaptive binned χ² with 12 × 12 equally populated SDP bins (Eur. Phys. J. C 78 (2018)
+        1019, Sect. 6.4),
         recorded per toy so a goodness-of-fit study gives its toy-based p-value."""
         return float(adaptive_chi2(self, values, data)["chi2"])
 
 
 def build_zc4100(options: Mapping[str, Any] | None = None,
                  rng: np.random.Generator | None = None) -> DalitzModel:
-    """Build a B0 → ηc K+ π− Dalitz model (seed 000 §5–7).
+    """Build a B0 → ηc K+ π− Dalitz model (LHCb, Eur. Phys. J. C 78 (2018) 1019, Sects. 5–7).
 
     Parameters
     ----------
@@ -267,21 +275,21 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
             their fit ranges. Mass and width float.
         ``r_kpi`` / ``r_etacpi``
             Blatt–Weisskopf radius (GeV⁻¹) of K+π− and ηc π− resonances (default 4; the
-            §7 variation is 3–5).
+            systematic variation of Sect. 7 is 3–5).
         ``extra``
-            Additional K+π− resonances from ``["kst3_1780", "kst4_2045"]`` (§7).
+            Additional K+π− resonances from ``["kst3_1780", "kst4_2045"]`` (Sect. 7).
         ``swave``
             ``"lass"`` (default: one LASS amplitude, Eq. 9 with both terms, plus a flat NR
-            amplitude — "eight amplitudes: seven resonances and one NR term", seed 000
-            §6.5), ``"lass_split"`` (the LASS resonant and slowly varying terms as two
+            amplitude — "eight amplitudes: seven resonances and one NR term", Sect.
+            6.5), ``"lass_split"`` (the LASS resonant and slowly varying terms as two
             amplitudes, Laura++ LASS_BW + LASS_NR, as the "NR term"; a and r are then nearly
-            degenerate with the two coefficients) or ``"rbw"`` (the §7 alternative:
-            K*0(1430) and K*0(700) RBWs + flat NR). PHYSICS.md §1.6 leaves the choice open
-            ([A]); ``"lass"`` gives a and r uncertainties like the paper's (±1.0, ±2.4).
+            degenerate with the two coefficients) or ``"rbw"`` (the Sect. 7 alternative:
+            K*0(1430) and K*0(700) RBWs + flat NR). The paper's text leaves the choice open
+            (ours); ``"lass"`` gives a and r uncertainties like the paper's (±1.0, ±2.4).
         ``lass``
             LASS start values ``m``, ``w`` (MeV), ``a``, ``r`` (GeV⁻¹), ``cutoff`` (GeV),
             and the Gaussian constraints ``m_constraint``/``w_constraint`` [mean, σ] (MeV)
-            of the K*0(1430) mass and width (seed 000 §6.4).
+            of the K*0(1430) mass and width (Sect. 6.4).
         ``coefficients``
             ``"cartesian"`` (``re_*``/``im_*``) or ``"polar"`` (``mag_*``/``ph_*``).
         ``coefficient_values``
@@ -294,7 +302,7 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
             stand-ins in memory. ``map_files = {run: {"efficiency": f, <background name>: f, ...}}``
             defines the runs and their background components.
         ``yields`` / ``yield_values``
-            ``"fixed"`` (seed 000 §6) or ``"constrained"`` (Gaussian, §7);
+            ``"fixed"`` (Sect. 6) or ``"constrained"`` (Gaussian, Sect. 7);
             ``yield_values = {run: {"sig"|<bkg>: [value, σ]}}``.
         ``smearing`` / ``smearing_bins`` / ``smearing_radius``
             ``"none"``, ``"background"`` (every bin of every background map varied within
@@ -303,7 +311,7 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
             ``smearing_radius`` by linear interpolation); needs ``rng``.
         ``draw_kstar`` / ``draw_kind``
             Draw the fixed K*0 masses and widths within their PDG uncertainties
-            (``"uniform"`` in ±1σ, or ``"gaussian"``); needs ``rng`` (seed 000 §7, 100 draws).
+            (``"uniform"`` in ±1σ, or ``"gaussian"``); needs ``rng`` (Sect. 7, 100 draws).
         ``border_veto`` / ``border_width`` / ``d0_veto``
             ±70 MeV border veto on/off and width (MeV), D̄0 veto on/off.
         ``masses``

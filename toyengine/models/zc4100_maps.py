@@ -1,13 +1,15 @@
-"""Smooth synthetic efficiency and background maps — stand-ins for seed 000 Figs. 5 and 7.
+"""Smooth synthetic efficiency and background maps — stand-ins for the maps of
+LHCb, Eur. Phys. J. C 78 (2018) 1019, Figs. 5 and 7.
 
-The paper's maps are published only as figures (PHYSICS.md §1.1: numbers NOT FOUND), so
-the Zc(4100) studies use these smooth functions of the square Dalitz plot instead
-(PHYSICS.md §7.1, all [A]). They are deterministic (no random numbers); the uncertainties
-attached to the bins mimic the statistics the paper's histograms would have had:
+The paper's maps are published only as figures, so the Zc(4100) studies use these smooth
+functions of the square Dalitz plot instead (all shapes and numbers are our choice). They are
+deterministic (no random numbers); the uncertainties attached to the bins mimic the statistics the
+paper's histograms would have had:
 
 - efficiency, 25 × 25 bins: binomial errors for ``N_GEN_PER_BIN`` simulated decays per bin
-  (SDP-uniform simulation, seed 000 §6.3), ≈ 7 % per bin;
-- backgrounds, 10 × 10 bins, Run 1 + Run 2 merged (seed 000 §6.2): sPlot-weighted counts
+  (SDP-uniform simulation, the paper's Sect. 6.3 "Signal efficiency"), ≈ 7 % per bin;
+- backgrounds, 10 × 10 bins, Run 1 + Run 2 merged (Sect. 6.2
+  "Parametrisation of the backgrounds"): sPlot-weighted counts
   with errors ``sqrt(SPLOT_INFLATION · n)``.
 
 Shapes: lower efficiency at high m(K+π−) (small m', a soft ηc… in this toy a smooth dip) and

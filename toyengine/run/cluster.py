@@ -1,4 +1,4 @@
-"""Running toyengine on real clusters: TLS security and batch-farm launchers (issue 6).
+"""Running toyengine on real clusters: TLS security and batch-farm launchers.
 
 Importing this module loads the commented defaults file ``toyengine/run/toyengine.yaml`` into
 ``dask.config`` under ``toyengine.cluster`` (``import toyengine`` alone does not). Settings

@@ -618,7 +618,7 @@ def run_to_precision(spec: StudySpec, store: str | Path, precision: float, max_t
     identical to one run with the final toy count (toys are seeded individually).
     """
     from ..store.results import open_results
-    from ..summary.significance import test_statistic
+    from ..summary.teststat import test_statistic
 
     t_obs = float(spec.test.get("observed", math.nan))
     if spec.kind != "significance" or not math.isfinite(t_obs):

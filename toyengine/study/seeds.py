@@ -2,8 +2,7 @@
 
 Every random number a study uses comes from ``numpy.random.SeedSequence(root_seed,
 spawn_key=(DOMAIN, *key))`` — a pure function of the root seed and the key, so nothing
-depends on chunking, worker count, scheduling order, retries or resumes (ARCHITECTURE.md,
-"Seeds").
+depends on chunking, worker count, scheduling order, retries or resumes.
 
 Key scheme (the first spawn-key word is the domain; add new domains at the end):
 

@@ -19,7 +19,7 @@ from ..models.options import FiniteFloat, Pair, StrictModel, ordered_pair
 __all__ = ["KINDS", "MAX_SEED", "MAX_TOYS", "MAX_VARIANTS", "NOT_IN_SCHEMA", "StudyFile",
            "options_markdown", "study_json_schema"]
 
-#: study kinds and what the summary computes for them (see ARCHITECTURE.md)
+#: study kinds and what the summary computes for them (docs/study-format.md, "The recipe")
 KINDS = {
     "pulls": "generate from the nominal model, fit it: pull mean/width, bias, coverage",
     "fit_bias": "same as pulls (pseudoexperiments from the nominal fit)",

@@ -3,14 +3,16 @@
 Importing this package registers the ``Dataset.toys`` accessor.
 
 >>> from toyengine.summary import chi2_pvalue, p_to_z
->>> p = chi2_pvalue(41.4, 8)             # seed 000: Zc, Δ(−2 ln L) = 41.4, ndof = 8
+>>> p = chi2_pvalue(41.4, 8)             # Zc(4100): Δ(−2 ln L) = 41.4, ndof = 8
 >>> round(p_to_z(p, "two"), 2), round(p_to_z(p, "one"), 2)
 (4.78, 4.64)
 >>> round(p_to_z(chi2_pvalue(18.6, 1)), 3)   # J^P 0+ rejection = √18.6
 4.313
 
-Modules: :mod:`.significance` (p ↔ Z, χ² and toy p-values, χ²-ndof fit, test statistic,
-significance / J^P summaries), :mod:`.pulls` (bias, pulls, coverage), :mod:`.systematics`
+Modules: :mod:`.teststat` (the test statistic t per toy), :mod:`.pvalues` (p ↔ Z, χ² and toy
+p-values), :mod:`.ndof` (the fitted χ²-ndof of the toy t), :mod:`.lee` (look-elsewhere
+effect), :mod:`.significance` (significance / J^P summaries built from those),
+:mod:`.pulls` (bias, pulls, coverage), :mod:`.systematics`
 (systematic tables), :mod:`.report` (:func:`render_summary`, :func:`summary_tables`),
 :mod:`.labels` (parameter labels and units), :mod:`.plots` (PNG, needs
 matplotlib), :mod:`.accessor` (``ds.toys``), :mod:`.testing` (synthetic Datasets).
@@ -20,27 +22,20 @@ from __future__ import annotations
 
 from . import accessor as _accessor  # noqa: F401  (registers Dataset.toys)
 from ._common import MissingDependencyError, SummaryError, clopper_pearson
+from .ndof import Chi2Fit, fit_chi2_ndof
 from .plots import plot_pulls, plot_systematics, plot_t_distribution, write_plots
 from .pulls import PullRow, PullTable, pull_summary
+from .pvalues import EmpiricalP, PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
 from .report import SECTIONS, failed_summary, render_summary, summary_tables
 from .significance import (
-    Chi2Fit,
-    EmpiricalP,
-    PValue,
     SignificanceSummary,
     SpreadSummary,
-    TailCheck,
-    chi2_pvalue,
-    empirical_pvalue,
-    fit_chi2_ndof,
-    p_to_z,
     significance_summary,
-    test_statistic,
     variant_significance,
-    z_to_p,
 )
 from .systematics import SystRow, SystTable, VariantShift, systematic_table
 from .tables import Table
+from .teststat import test_statistic
 
 __all__ = [
     "SECTIONS",

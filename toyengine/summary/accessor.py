@@ -1,6 +1,7 @@
 """``Dataset.toys``: summary methods on a results Dataset (registered on import).
 
-xarray's recommended extension mechanism (composition over inheritance; STYLE §7)::
+xarray's recommended extension mechanism (composition over inheritance; xarray documentation,
+"Extending xarray")::
 
     >>> import toyengine.summary  # registers the accessor
     >>> ds.toys.t()               # doctest: +SKIP
@@ -18,20 +19,13 @@ import numpy as np
 import xarray as xr
 
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks
+from .ndof import Chi2Fit, fit_chi2_ndof
 from .pulls import PullTable, pull_summary
+from .pvalues import EmpiricalP, empirical_pvalue, p_to_z
 from .report import failed_summary, render_summary
-from .significance import (
-    Chi2Fit,
-    EmpiricalP,
-    SignificanceSummary,
-    empirical_pvalue,
-    fit_chi2_ndof,
-    p_to_z,
-    significance_summary,
-    test_statistic,
-    variant_index,
-)
+from .significance import SignificanceSummary, significance_summary
 from .systematics import SystTable, systematic_table
+from .teststat import test_statistic, variant_index
 
 __all__ = ["ToysAccessor"]
 

@@ -120,7 +120,7 @@ def _figures(ds: xr.Dataset) -> list[tuple[str, Any]]:
     from .plots import plot_pulls, plot_systematics, plot_t_distribution
     from .pulls import pull_summary
     from .report import SYSTEMATIC_KINDS, generating_hypothesis
-    from .significance import TOY_TEST_KINDS
+    from .teststat import TOY_TEST_KINDS
 
     kind = str(ds.attrs.get("kind", ""))
     out: list[tuple[str, Any]] = []

@@ -135,7 +135,7 @@ class LEECalibration:
 
     def z_global(self, u: float) -> tuple[float, float]:
         """Two-sided significance of :meth:`p_global` (the convention of
-        :func:`toyengine.summary.significance.p_to_z`) and its error."""
+        :func:`toyengine.summary.pvalues.p_to_z`) and its error."""
         p, err = self.p_global(u)
         z = float(stats.norm.isf(p / 2.0))
         dz = err / (2.0 * stats.norm.pdf(z)) if p < 1 else math.nan

@@ -18,13 +18,9 @@ from scipy import stats
 from ._common import MissingDependencyError, SummaryError, default_hypothesis
 from .labels import param_label, with_units
 from .pulls import pull_summary
-from .significance import (
-    TOY_TEST_KINDS,
-    significance_summary,
-    test_statistic,
-    variant_index,
-)
+from .significance import significance_summary
 from .systematics import SystTable
+from .teststat import TOY_TEST_KINDS, test_statistic, variant_index
 
 __all__ = ["plot_pulls", "plot_systematics", "plot_t_distribution", "write_plots"]
 

@@ -2,8 +2,9 @@
 
 For each (variant, hypothesis, parameter) with a generation value (``truth``):
 
-* bias = ⟨x̂⟩ − x_true, also in units of the mean HESSE error ⟨σ̂⟩ (seed 000 §7 "possible bias
-  due to the fitting procedure" from pseudoexperiments generated from the fit result);
+* bias = ⟨x̂⟩ − x_true, also in units of the mean HESSE error ⟨σ̂⟩ (the "possible bias due to the
+  fitting procedure" from pseudoexperiments generated from the fit result, LHCb, Eur. Phys. J. C 78
+  (2018) 1019, Sect. 7);
 * pull ``g = (x̂ − x_true) / σ̂`` (HESSE), its mean ± σ_g/√n and width σ_g ± σ_g/√(2(n−1))
   (the large-n standard error of a Gaussian standard deviation);
 * coverage of the ±1σ intervals, HESSE ``|x̂ − x_true| ≤ σ̂`` and, if MINOS ran,

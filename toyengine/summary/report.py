@@ -21,8 +21,9 @@ import xarray as xr
 from ._common import SummaryError, fit_masks, fmt_num, jsonable, require_vars
 from .labels import param_display, with_units
 from .pulls import pull_summary
-from .significance import TOY_TEST_KINDS, significance_summary, variant_significance
+from .significance import significance_summary, variant_significance
 from .tables import Cell, Table
+from .teststat import TOY_TEST_KINDS
 
 __all__ = ["SECTIONS", "SYSTEMATIC_KINDS", "failed_summary", "failed_table",
            "generating_hypothesis", "render_summary", "summary_tables"]
@@ -197,7 +198,7 @@ def gof_table(ds: xr.Dataset) -> Table | None:
     (LHCb, Eur. Phys. J. C 78 (2018) 1019: adaptive binned χ² and its toy p-value)."""
     if "gof" not in ds or str(ds.attrs.get("kind", "")) != "goodness_of_fit":
         return None
-    from .significance import empirical_pvalue
+    from .pvalues import empirical_pvalue
 
     rows, raw = [], []
     obs = float(ds.attrs.get("observed_t", float("nan")))
@@ -238,7 +239,7 @@ def variation_significance_table(ds: xr.Dataset) -> Table | None:
     the lowest Z. Only for kinds that refit one data set per variant."""
     from scipy import stats
 
-    from .significance import test_statistic
+    from .teststat import test_statistic
 
     h0, h1 = str(ds.attrs.get("h0", "") or ""), str(ds.attrs.get("h1", "") or "")
     kind = str(ds.attrs.get("kind", ""))

@@ -1,12 +1,14 @@
 """Systematic-uncertainty tables from variation studies.
 
-Procedure (seed 001 Methods and seed 002 "Systematic uncertainties"): for every alternative
+Procedure (LHCb, Nature Physics 18 (2022) 751, Methods, "Systematic uncertainties"; LHCb,
+Nature Communications 13 (2022) 3351, Results, "Systematic uncertainties"): for every alternative
 model an ensemble of pseudoexperiments is generated with parameters fitted to data and fitted
 with the default model; the systematic of one alternative is |ensemble mean − data value|,
 and the uncertainty of a source is the **maximum over its alternatives**. The total is the
 **sum in quadrature over sources**, except sources flagged to be reported separately (the
-J^P = S-/D-wave rows of seed 001 Table 2). Seed 000 §7 instead combines **positive and
-negative deviations in quadrature separately**; seed 001 takes **half the difference** of a
+J^P = S-/D-wave rows of Nature Physics 18 (2022) 751, Table 2). LHCb, Eur. Phys. J. C 78 (2018)
+1019, Sect. 7 "Systematic uncertainties", instead combines **positive and negative deviations in
+quadrature separately**; Nature Physics 18 (2022) 751 takes **half the difference** of a
 ± variation pair (momentum scale 1 ± δα, energy loss ±10%).
 
 Mapping onto the result store:
@@ -28,10 +30,10 @@ Mapping onto the result store:
   ``"+"``/``"-"``, ``"_up"``/``"_down"`` or ``"_plus"``/``"_minus"`` (case-insensitive)
   form a pair; the pair contributes the half-difference ``h = (shift₊ − shift₋)/2``
   (symmetric: ``|h|`` to both the + and − sides) instead of its two shifts;
-* group rule ``"max"`` (default; seed 001/002): value = max |candidate|; + side = largest
+* group rule ``"max"`` (default; the T_cc+ papers): value = max |candidate|; + side = largest
   positive candidate, − side = largest |negative| one (0 if none). Rule ``"rms"`` (for random
-  draws, e.g. 100 draws of fixed masses/widths or ~300 smeared templates, seed 000 §7):
-  value = √(mean shift²), + side = √(Σ₍ₛ>0₎ s²/N), − side = √(Σ₍ₛ<0₎ s²/N), so that
+  draws, e.g. 100 draws of fixed masses/widths or ~300 smeared templates, Eur. Phys. J. C 78 (2018)
+  1019, Sect. 7): value = √(mean shift²), + side = √(Σ₍ₛ>0₎ s²/N), − side = √(Σ₍ₛ<0₎ s²/N), so that
   (+)² + (−)² = value²; the pair marking is ignored under "rms";
 * totals: symmetric ``√Σ value²``; asymmetric ``√Σ (+)²`` and ``√Σ (−)²`` separately;
   ``total_stat`` propagates the chosen candidates' errors (it ignores that a maximum was
@@ -42,7 +44,7 @@ Mapping onto the result store:
   replicas − total estimates the upward bias of taking maxima of noisy shifts, and
   ``total_interval`` is the basic (reverse-percentile) 68.3 % interval ``[2T − q₈₄,
   2T − q₁₆]`` (lower end clipped at 0), which corrects for that bias (Efron & Tibshirani,
-  *An Introduction to the Bootstrap*, Chapman & Hall 1993, §13.4). It covers as stated when
+  *An Introduction to the Bootstrap*, Chapman & Hall 1993, Sect. 13.4). It covers as stated when
   each source's largest shift is resolved (≳ 2 σ_stat); sources whose shift is below
   2 σ_stat are flagged (``significant`` False), and there the interval is too short;
 * a variant whose generator density equals another's (store attribute
@@ -138,7 +140,8 @@ class SystRow:
 
 @dataclass(frozen=True)
 class SystTable:
-    """Systematic table: rows = sources, columns = parameters (seed 001 Table 2 shape).
+    """Systematic table: rows = sources, columns = parameters (the shape of
+    Nature Physics 18 (2022) 751, Table 2).
 
     Attributes
     ----------
@@ -267,7 +270,8 @@ class SystTable:
         Parameters
         ----------
         asymmetric : bool, optional
-            ``+up / −down`` cells (seed 000 §7) instead of symmetric values; default
+            ``+up / −down`` cells (Eur. Phys. J. C 78 (2018) 1019, Sect. 7) instead of symmetric
+            values; default
             :attr:`asymmetric`.
         detail : bool
             Add one indented row per variant (signed shift) under each source.
@@ -682,7 +686,7 @@ def systematic_table(
         Fitted hypothesis; default ``attrs["h1"]`` or the first hypothesis.
     combine : {"auto", "max", "rms"}
         Default group rule; "auto" = "rms" for template_smearing / parameter_variation
-        (random draws), "max" otherwise (seed 001/002).
+        (random draws), "max" otherwise (the T_cc+ papers).
     group_rules : mapping, optional
         Per-group override of the rule, e.g. ``{"K*0 masses": "rms"}``.
     relative_to : {"auto", "paired", "reference", "nominal"}

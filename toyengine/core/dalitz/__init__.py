@@ -1,5 +1,5 @@
-"""Dalitz-plot likelihood core for B0 → ηc K+ π− (seed 000); the Zc(4100)− model builder is
-:mod:`toyengine.models.zc4100`.
+"""Dalitz-plot likelihood core for B0 → ηc K+ π− (LHCb, Eur. Phys. J. C 78 (2018) 1019); the
+Zc(4100)− model builder is :mod:`toyengine.models.zc4100`.
 
 Public API::
 
@@ -7,7 +7,7 @@ Public API::
     model = build_zc4100({"hypothesis": "nominal"})       # a ToyModel
     data = model.sample(model.parameters.values, np.random.default_rng(1))
     nll = model.nll(data)                                 # nll(x_full) -> float, nll.grad
-    model.fit_fractions(x)                                # seed 000 Eqs. 12-13
+    model.fit_fractions(x)                                # Eqs. (12)-(13) of the paper
 
 See ``studies/zc4100/README.md`` for the shipped stand-in maps and reference data.
 """

@@ -1,9 +1,10 @@
-"""Adaptive binned χ² goodness of fit on the square Dalitz plot (seed 000 §6.4).
+"""Adaptive binned χ² goodness of fit on the square Dalitz plot (LHCb, Eur. Phys. J. C 78 (2018)
+1019, Sect. 6.4 "Amplitude model with only K+π− contributions").
 
 The paper quotes χ²/ndof = 195/129 (baseline) and 164/125 (nominal) "using an adaptive 2D
 binning schema to obtain 144 equally populated bins". The binning here: the events (all runs
 together) are split into ``n_mprime`` slices of equal population in m', and every slice
-into ``n_thprime`` bins of equal population in θ' ([A]: the paper does not describe its
+into ``n_thprime`` bins of equal population in θ' (our choice: the paper does not describe its
 scheme further). The expected content of a bin is the fitted yields times the integral of
 each run's normalised PDF over the bin rectangle, summed over runs; χ² is Pearson's
 ``Σ (n − ν)²/ν``. Its distribution is best calibrated with toys (a toy-based p-value), since
@@ -112,7 +113,7 @@ def adaptive_chi2(model: DalitzModel, values: np.ndarray, data: DalitzData, *,
     model, values, data
         The fitted model, its fitted parameter vector and the data set (all runs).
     n_mprime, n_thprime : int
-        Slices in m' and bins per slice in θ' (12 × 12 = 144 as in seed 000 §6.4).
+        Slices in m' and bins per slice in θ' (12 × 12 = 144 as in the paper's Sect. 6.4).
     binning : AdaptiveBinning, optional
         Reuse fixed bins (e.g. those of the data set when evaluating toys); by default
         the bins are made from ``data``.

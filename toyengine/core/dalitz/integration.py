@@ -4,10 +4,10 @@ Two rules are used:
 
 - :class:`MassQuadrature` — 1-D composite Gauss–Legendre over the full mass range of one
   pair, in the variable ``u`` with ``m = m_lo + (m_hi − m_lo)(1 + cos π u)/2`` (the ``m'``
-  of seed 000 Eq. 15 for that pair). The square-root edges of the momenta are absorbed by
-  ``dm/du``, so the integrand is smooth. It gives the component normalisations of
-  seed 000 Eq. 5, which reduce to 1-D integrals because the angular factor integrates to
-  ``2/(2L+1)`` at fixed pair mass.
+  of LHCb, Eur. Phys. J. C 78 (2018) 1019, Eq. (15), for that pair). The square-root edges of the
+  momenta are absorbed by ``dm/du``, so the integrand is smooth. It gives the component
+  normalisations of Eq. (5) there, which reduce to 1-D integrals because the angular factor
+  integrates to ``2/(2L+1)`` at fixed pair mass.
 - :class:`RowGrid` — 2-D rule on the square Dalitz plot, organised in *rows*: composite
   Gauss–Legendre nodes in ``m'`` (panel edges at the vetoes, at the LASS cut-off and around
   narrow resonances), and in each row Gauss–Legendre nodes in ``θ'`` over the interval the

@@ -1,24 +1,29 @@
 """Three-body kinematics of P → K+ π− ηc (all spin 0) on the Dalitz and square Dalitz plots.
 
 Units: GeV for masses and momenta, GeV² for the Dalitz variables. The Dalitz plot (DP)
-axes are ``x = m²(K+π−)`` and ``y = m²(ηc π−)`` (seed 000 §5); ``m²(ηc K+)`` follows from
+axes are ``x = m²(K+π−)`` and ``y = m²(ηc π−)`` (LHCb, Eur. Phys. J. C 78 (2018) 1019,
+Sect. 5 "Dalitz plot formalism"); ``m²(ηc K+)`` follows from
 ``x + y + z = M² + m_K² + m_π² + m_ηc²``.
 
 Each two-body *pair* is described by :class:`Pair`: its first and second daughters and the
 bachelor. The helicity angle θ of a pair is the angle between its first daughter and the
-bachelor in the pair rest frame (PHYSICS.md §1.4/§1.5):
+bachelor in the pair rest frame:
 
-- ``kpi``:    daughters (K+, π−), bachelor ηc — θ(K+, ηc) in the K+π− frame (seed 000 §6.2);
-- ``etacpi``: daughters (π−, ηc), bachelor K+ — θ(π−, K+) in the ηc π− frame ([A], §1.4);
-- ``etack``:  daughters (ηc, K+), bachelor π− — θ(ηc, π−) in the ηc K+ frame ([A]).
+- ``kpi``:    daughters (K+, π−), bachelor ηc — θ(K+, ηc) in the K+π− frame (the paper's
+  definition, Sect. 6.2 "Parametrisation of the backgrounds");
+- ``etacpi``: daughters (π−, ηc), bachelor K+ — θ(π−, K+) in the ηc π− frame (our
+  convention; the sign of odd-L amplitudes is absorbed by the free coefficients);
+- ``etack``:  daughters (ηc, K+), bachelor π− — θ(ηc, π−) in the ηc K+ frame (our convention).
 
-The square Dalitz plot (SDP) of seed 000 Eqs. 15–16 is built on the ``kpi`` pair:
+The square Dalitz plot (SDP) of the paper's Eqs. (15)–(16) (as in BaBar, Phys. Rev. D 72 (2005)
+052002) is built on the ``kpi`` pair:
 ``m' = arccos(2 (m − m_min)/(m_max − m_min) − 1)/π`` and ``θ' = θ/π``; the Jacobian is
-``dx dy = 4 m p q |dm/dm'| π sin(π θ') dm' dθ'`` (PHYSICS.md §1.5).
+``dx dy = 4 m p q |dm/dm'| π sin(π θ') dm' dθ'``.
 
-The vetoes (:class:`Vetoes`) are the D̄0 veto 1845 < m(K+π−) < 1885 MeV and the ±70 MeV
-border veto of seed 000 §6, read as a 70 MeV band inside each one-dimensional kinematic
-limit of m(K+π−), m(ηc π−) and m(ηc K+) (PHYSICS.md §1.5, [A] for the reading).
+The vetoes (:class:`Vetoes`) are the D̄0 veto 1845 < m(K+π−) < 1885 MeV (Sect. 4.1 "Signal
+and normalisation yields") and the ±70 MeV border veto of Sect. 6 "Dalitz plot fit", which we
+read as a 70 MeV band inside each one-dimensional kinematic limit of m(K+π−), m(ηc π−)
+and m(ηc K+).
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ __all__ = [
 #: particle indices
 K, PI, ETAC = 0, 1, 2
 
-#: PDG 2018 masses in GeV (PHYSICS.md §6, the edition of seed 000)
+#: PDG 2018 masses in GeV (Phys. Rev. D 98 (2018) 030001, the edition of Eur. Phys. J. C 78 (2018)
+#: 1019)
 M_B0_2018 = 5.27963
 M_ETAC_2018 = 2.9839
 M_K_2018 = 0.493677
@@ -54,7 +60,7 @@ M_PI_2018 = 0.13957061
 
 
 def kallen(x: np.ndarray | float, y: np.ndarray | float, z: np.ndarray | float) -> np.ndarray:
-    """Källén function λ(x, y, z) = x² + y² + z² − 2xy − 2yz − 2zx (PHYSICS.md §1.5)."""
+    """Källén function λ(x, y, z) = x² + y² + z² − 2xy − 2yz − 2zx."""
     x, y, z = np.asarray(x, float), np.asarray(y, float), np.asarray(z, float)
     return x * x + y * y + z * z - 2.0 * (x * y + y * z + z * x)
 
@@ -62,7 +68,7 @@ def kallen(x: np.ndarray | float, y: np.ndarray | float, z: np.ndarray | float) 
 def two_body_momentum(m: np.ndarray | float, m1: float, m2: float) -> np.ndarray:
     """Momentum of either daughter in the rest frame of mass ``m`` → ``m1 m2``.
 
-    ``λ^{1/2}(m², m1², m2²)/(2m)`` (PHYSICS.md §1.5); exactly 0 where λ < 0 (below threshold
+    ``λ^{1/2}(m², m1², m2²)/(2m)``; exactly 0 where λ < 0 (below threshold
     or above the kinematic limit), never NaN.
     """
     m = np.asarray(m, float)
@@ -105,7 +111,7 @@ class DalitzKinematics:
     Parameters
     ----------
     m_parent, m_k, m_pi, m_etac : float
-        Masses in GeV; the defaults are PDG 2018 (PHYSICS.md §1.5, §6).
+        Masses in GeV; the defaults are PDG 2018.
     """
 
     m_parent: float = M_B0_2018
@@ -181,7 +187,7 @@ class DalitzKinematics:
         """Mass, momenta and helicity cosine of ``pair`` at DP points ``(x, y)``.
 
         ``cos θ = (s_jb − m_j² − m_b² − 2 E_j E_b)/(2 q p)`` with ``j`` the second daughter and
-        ``b`` the bachelor, energies in the pair frame (PHYSICS.md §1.5). Clipped to [−1, 1]
+        ``b`` the bachelor, energies in the pair frame. Clipped to [−1, 1]
         against rounding.
         """
         pr = PAIRS[pair]
@@ -227,7 +233,7 @@ class DalitzKinematics:
 
     # --- boundary ----------------------------------------------------------------------
     def y_limits(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """DP boundary: ``m²(ηc π−)`` range at fixed ``x = m²(K+π−)`` (PHYSICS.md §1.5)."""
+        """DP boundary: ``m²(ηc π−)`` range at fixed ``x = m²(K+π−)``."""
         x = np.asarray(x, float)
         m = np.sqrt(np.clip(x, 0.0, None))
         y_lo = self.y_from_pair("kpi", m, -np.ones_like(m))[1]
@@ -245,7 +251,7 @@ class DalitzKinematics:
 
     # --- square Dalitz plot ------------------------------------------------------------
     def mprime_from_m(self, m: np.ndarray) -> np.ndarray:
-        """``m'`` of seed 000 Eq. 15 from ``m(K+π−)``."""
+        """``m'`` of Eur. Phys. J. C 78 (2018) 1019, Eq. (15), from ``m(K+π−)``."""
         lo, hi = self.mass_range("kpi")
         u = 2.0 * (np.asarray(m, float) - lo) / (hi - lo) - 1.0
         return np.arccos(np.clip(u, -1.0, 1.0)) / np.pi
@@ -261,7 +267,8 @@ class DalitzKinematics:
         return 0.5 * np.pi * np.sin(np.pi * np.asarray(mp, float)) * (hi - lo)
 
     def sdp_from_dp(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(m', θ')`` of seed 000 Eqs. 15–16 from ``(m²(K+π−), m²(ηc π−))``."""
+        """``(m', θ')`` of Eur. Phys. J. C 78 (2018) 1019, Eqs. (15)–(16), from
+        ``(m²(K+π−), m²(ηc π−))``."""
         pv = self.pair_variables("kpi", x, y)
         return self.mprime_from_m(pv.m), np.arccos(pv.cos) / np.pi
 
@@ -271,7 +278,7 @@ class DalitzKinematics:
         return self.y_from_pair("kpi", m, np.cos(np.pi * np.asarray(thp, float)))
 
     def sdp_jacobian(self, mp: np.ndarray, thp: np.ndarray) -> np.ndarray:
-        """``|det J|`` with ``dx dy = |det J| dm' dθ'`` (PHYSICS.md §1.5).
+        """``|det J|`` with ``dx dy = |det J| dm' dθ'``.
 
         ``|det J| = 4 m p q |dm/dm'| π sin(π θ')``, with p (ηc) and q (K+) the momenta in the
         K+π− frame; it vanishes on the SDP edges.
@@ -285,7 +292,7 @@ class DalitzKinematics:
 
 @dataclass(frozen=True)
 class Vetoes:
-    """Regions removed from the DP (seed 000 §4, §6).
+    """Regions removed from the DP (Eur. Phys. J. C 78 (2018) 1019, Sects. 4.1 and 6).
 
     Parameters
     ----------

@@ -1,5 +1,9 @@
 """Vectorised Dalitz-plot lineshapes: RBW with Blatt–Weisskopf factors, Zemach spin factors,
-modified LASS and a flat non-resonant term (seed 000 Eqs. 6–10, PHYSICS.md §1.2–1.4).
+modified LASS and a flat non-resonant term (LHCb, Eur. Phys. J. C 78 (2018) 1019, Eqs. (6)–(10)).
+
+Blatt–Weisskopf factors: F. von Hippel and C. Quigg, Phys. Rev. D 5 (1972) 624; Zemach spin
+factors: C. Zemach, Phys. Rev. 133 (1964) B1201, in the Laura++ convention (J. Back et al.,
+Comput. Phys. Commun. 231 (2018) 198); LASS: D. Aston et al., Nucl. Phys. B 296 (1988) 493.
 
 Units: GeV (masses, momenta), GeV⁻¹ (radii, LASS a and r). Parameter *values* handed to
 :meth:`Lineshape.evaluate` are in the units of the model parameters: masses and widths in
@@ -10,7 +14,7 @@ A component value is split as ``F = n · g(m) · P_L(cos θ)``:
 - ``g`` (this module) holds the lineshape ``T``, both barrier factors and the radial part
   of the Zemach factor ``(−2 p q)^L L!/(2L−1)!!`` — everything that depends on the pair mass;
 - ``P_L(cos θ)`` (:func:`legendre`) is the angular part of the Zemach factor;
-- ``n`` normalises ``∫_DP |F|² dm²(K+π−) dm²(ηc π−) = 1`` (seed 000 Eq. 5).
+- ``n`` normalises ``∫_DP |F|² dm²(K+π−) dm²(ηc π−) = 1`` (Eur. Phys. J. C 78 (2018) 1019, Eq. (5)).
 
 Constant factors (such as the production-vertex barrier at the pole, ``X(p0 r)``, which is
 undefined when the pole lies above the kinematic limit) cancel in ``n`` and are dropped.
@@ -45,7 +49,7 @@ _BW_COEFFS = {
 
 
 def blatt_weisskopf_d(z: np.ndarray | float, L: int) -> np.ndarray:
-    """Blatt–Weisskopf polynomial ``D_L(z)`` (PHYSICS.md §1.3 table), so that
+    """Blatt–Weisskopf polynomial ``D_L(z)`` (von Hippel and Quigg), so that
     ``X_L(z) = sqrt(D_L(z0)/D_L(z))``; e.g. ``D_2 = z⁴ + 3z² + 9``."""
     if L not in _BW_COEFFS:
         msg = f"Blatt-Weisskopf factor: spin L = {L} not supported (0..5)"
@@ -77,7 +81,7 @@ def legendre(cos: np.ndarray, L: int) -> np.ndarray:
 
 
 def zemach_radial(p: np.ndarray, q: np.ndarray, L: int) -> np.ndarray:
-    """``(−2 p q)^L L!/(2L−1)!!``, so that the Zemach factor of PHYSICS.md §1.4 is
+    """``(−2 p q)^L L!/(2L−1)!!``, so that the Zemach factor (Laura++ ``Zemach_P``) is
     ``Z_L = zemach_radial · P_L(cos θ)`` (e.g. ``Z_1 = −2 p q cos θ``,
     ``Z_2 = (4/3)(p q)²(3cos²θ − 1)``)."""
     dfact = 1.0
@@ -103,7 +107,7 @@ class Lineshape:
     Parameters
     ----------
     kind : str
-        ``"rbw"`` (seed 000 Eqs. 7–8 with barrier factors at both vertices), ``"lass"``
+        ``"rbw"`` (Eqs. (7)–(8) with barrier factors at both vertices), ``"lass"``
         (Eq. 9, both terms), ``"lass_bw"`` (its resonant term, with the ``e^{2iδ_B}``
         factor), ``"lass_nr"`` (its slowly varying term) or ``"flat"`` (constant amplitude).
     pair : str
@@ -111,9 +115,10 @@ class Lineshape:
     spin : int
         Orbital angular momentum L = resonance spin (0..4; LASS and flat need 0).
     radius : float
-        Blatt–Weisskopf radius r_BW in GeV⁻¹ (seed 000: 4 GeV⁻¹).
+        Blatt–Weisskopf radius r_BW in GeV⁻¹ (4 GeV⁻¹ in the paper, Sect. 5).
     cutoff : float
-        LASS: the slowly varying term is zero above this K+π− mass (GeV; seed 000: 1.7).
+        LASS: the slowly varying term is zero above this K+π− mass (GeV; 1.7 in the paper,
+        below Eq. (10)).
     """
 
     kind: str

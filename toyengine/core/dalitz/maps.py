@@ -1,6 +1,7 @@
 """Efficiency and background maps: 2-D histograms in the square Dalitz plot (m', θ'),
-smoothed by 2-D cubic spline interpolation (seed 000 §6.2–6.3), and their smeared
-variations for the systematics of seed 000 §7.
+smoothed by 2-D cubic spline interpolation (LHCb, Eur. Phys. J. C 78 (2018) 1019, Sects. 6.2
+"Parametrisation of the backgrounds" and 6.3 "Signal efficiency"), and their smeared variations
+for the systematics of Sect. 7 "Systematic uncertainties".
 
 File format (``.npz``; see ``studies/zc4100/README.md``):
 
@@ -228,10 +229,11 @@ class SDPHistogram:
             self._spline.append(SDPSpline(sp, self.source))
         return self._spline[0]
 
-    # --- variations (seed 000 §7) ------------------------------------------------------
+    # --- variations (Sect. 7 of the paper) ---------------------------------------------
     def smeared(self, rng: np.random.Generator, mode: str = "independent", *,
                 n_bins: int = 10, radius: int = 2) -> SDPHistogram:
-        """A fluctuated copy of the histogram, before the spline (seed 000 §7).
+        """A fluctuated copy of the histogram, before the spline (Eur. Phys. J. C 78 (2018) 1019,
+        Sect. 7).
 
         Parameters
         ----------
@@ -239,12 +241,12 @@ class SDPHistogram:
             Source of the fluctuations.
         mode : {"independent", "correlated"}
             ``independent``: every bin moves by ``σ_ij · z_ij`` with independent standard
-            normal ``z_ij`` (the background and efficiency variations of §7).
+            normal ``z_ij`` (the background and efficiency variations of Sect. 7).
             ``correlated``: ``n_bins`` bins (drawn without replacement among the non-empty
             ones) move by ``σ z_k``; their neighbours within ``radius`` bins (Chebyshev
             distance d) move by the linear interpolation ``σ z_k (1 − d/(radius + 1))``
-            towards zero (the "10 bins varied, neighbours by linear interpolation" of §7;
-            the tent shape and radius are [A]). Overlapping tents add.
+            towards zero (the "10 bins varied, neighbours by linear interpolation" of Sect. 7;
+            the tent shape and radius are our choice). Overlapping tents add.
         n_bins, radius : int
             Parameters of the correlated mode.
 

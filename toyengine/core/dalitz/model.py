@@ -1,6 +1,7 @@
 """Dalitz-plot isobar model, signal and background PDFs, likelihood and generator.
 
-Seed 000 §5–6: ``A = Σ_j c_j F_j`` (Eq. 4) with unit-normalised components (Eq. 5),
+LHCb, Eur. Phys. J. C 78 (2018) 1019, Sects. 5 "Dalitz plot formalism" and 6 "Dalitz plot fit":
+``A = Σ_j c_j F_j`` (Eq. 4) with unit-normalised components (Eq. 5),
 ``P_sig = |A|² ε / ∫|A|² ε`` (Eq. 11), fit fractions (Eqs. 12–13) and the likelihood of
 Eq. 14 for several subsamples (Run 1 / Run 2) with shared amplitude parameters and their own
 yields, efficiency and background maps.
@@ -10,7 +11,7 @@ All PDFs are evaluated as densities on the square Dalitz plot (SDP): the signal 
 its integral over the allowed SDP region. The common Jacobian would only add a constant to
 −ln L, so this is the likelihood of Eq. 14.
 
-Speed (issue 5): component values are cached at the data points and on the normalisation
+Speed: component values are cached at the data points and on the normalisation
 grid and recomputed only when their own parameters change; the normalisation is a Hermitian
 matrix ``N_ij = ∫ F_i F_j* ε`` per subsample, so ``∫|A|²ε = c^T N c*``. Components of the
 K+π− pair factorise as ``g(m) P_L(cos θ)`` on the grid rows, so their block of ``N`` is a
@@ -368,7 +369,7 @@ class DalitzModel:
         Masses.
     components : sequence of Component
         Isobar components, the first being the reference amplitude (its coefficient
-        parameters should be fixed, e.g. to 1 + 0i; seed 000 §6.4).
+        parameters should be fixed, e.g. to 1 + 0i; the paper's Sect. 6.4).
     parameters : ParameterSet
         All parameters: coefficients, lineshape parameters, yields.
     runs : sequence of RunSpec
@@ -542,7 +543,7 @@ class DalitzModel:
         return x
 
     def norm_constant(self, j: int, x: np.ndarray) -> float:
-        """``n_j`` with ``∫_DP |n_j g_j P_L|² dx dy = 1`` (seed 000 Eq. 5).
+        """``n_j`` with ``∫_DP |n_j g_j P_L|² dx dy = 1`` (Eur. Phys. J. C 78 (2018) 1019, Eq. (5)).
 
         At fixed pair mass the angular factor integrates to ``2/(2L+1)``, so this is a 1-D
         integral over the pair mass.
@@ -592,7 +593,7 @@ class DalitzModel:
         return out
 
     def amplitude(self, x: np.ndarray, m2_kpi: np.ndarray, m2_etacpi: np.ndarray) -> np.ndarray:
-        """``A = Σ c_j F_j`` at DP points (seed 000 Eq. 4)."""
+        """``A = Σ c_j F_j`` at DP points (Eur. Phys. J. C 78 (2018) 1019, Eq. (4))."""
         x = self._values(x)
         m2_kpi = np.asarray(m2_kpi, float)
         return (self.component_values(x, m2_kpi, m2_etacpi) @ self.coefficients(x)).reshape(
@@ -619,7 +620,8 @@ class DalitzModel:
         return self._ff_norm
 
     def fit_fractions(self, x: np.ndarray | None = None) -> dict[str, object]:
-        """Fit fractions and interference fit fractions (seed 000 Eqs. 12–13).
+        """Fit fractions and interference fit fractions (Eur. Phys. J. C 78 (2018) 1019, Eqs.
+        (12)–(13)).
 
         Integrals over the full DP without efficiency or vetoes. Returns ``{"names",
         "matrix"}`` where ``matrix[i, i] = FF_i`` and ``matrix[i, j] = FF_ij`` (i < j,
@@ -673,8 +675,8 @@ class DalitzModel:
     @property
     def derived_names(self) -> tuple[str, ...]:
         """Quantities recorded per toy next to the fitted parameters: the fit fraction of
-        every component, ``ff_<name>`` (seed 000 Eq. 12), so a fit-bias study gives
-        toy-based fit-fraction uncertainties."""
+        every component, ``ff_<name>`` (Eur. Phys. J. C 78 (2018) 1019, Eq. (12)), so a fit-bias
+        study gives toy-based fit-fraction uncertainties."""
         return tuple(f"ff_{n}" for n in self.component_names)
 
     def derived(self, values: np.ndarray) -> np.ndarray:
@@ -686,9 +688,11 @@ class DalitzModel:
         return DalitzData.load_npz(str(path))
 
     def nll(self, data: DalitzData) -> DalitzNLL:
-        """Extended −ln L of seed 000 Eq. 14 summed over runs, with Gaussian constraints.
+        """Extended −ln L of Eur. Phys. J. C 78 (2018) 1019, Eq. (14), summed over runs, with
+        Gaussian constraints.
 
-        Events in vetoed regions are removed (the vetoes are selection cuts, seed 000 §6);
+        Events in vetoed regions are removed (the vetoes are selection cuts, Sect. 6
+        of the paper);
         events outside the kinematic DP raise :class:`ModelError`.
         """
         return DalitzNLL(self, data)

@@ -1,7 +1,8 @@
-"""The unitarised three-body Breit–Wigner profile of T_cc+ (seed 002, Methods).
+"""The unitarised three-body Breit–Wigner profile of T_cc+.
 
-Seed 002 ("Study of the doubly charmed tetraquark T_cc+") replaces the two-body Breit–Wigner
-of seed 001 by the profile
+LHCb, "Study of the doubly charmed tetraquark T_cc+", Nature Communications 13 (2022) 3351
+(arXiv:2109.01056), Methods, "Unitarised Breit–Wigner shape", replaces the two-body
+Breit–Wigner of LHCb, Nature Physics 18 (2022) 751 by the profile
 
     F_f^U(s) = ϱ_f(s) |A_U(s)|²,   A_U(s) = 1 / (m_U² − s − |g|² Σ(s))        (Eqs. 47, 48, 53)
 
@@ -27,7 +28,7 @@ What is computed, and how
   (Eqs. 50–52). Φ is taken as λ^{1/2}(s, M_D*², m_D²)/s (the public amplitude code's
   ``ρ_tb``), so that the c_f are directly comparable with that code. √s* is 3.9 GeV in the
   paper (``matching="paper"``, the default) and m_th + 4 MeV in the public code
-  (``matching="code"``; ``mmikhasenko/Tcc2DDpi.jl`` ``settings.json``, PHYSICS.md §3.2).
+  (``matching="code"``; ``mmikhasenko/Tcc2DDpi.jl`` ``settings.json``, ``phspmatching.cutoff``).
 * ϱ_f is tabulated once on a non-uniform grid in E = √s − (m_D*+ + m_D0) (spacing 7 % of the
   distance to the complex D*D branch points, at most 0.15 MeV near threshold) and
   interpolated with cubic splines (relative error < 1e-5 for E > −4 MeV; larger only near
@@ -96,18 +97,18 @@ __all__ = [
 #: ħc in GeV fm (CODATA 2018), for lengths from inverse GeV.
 HBARC_GEV_FM: Final = 0.1973269804
 
-#: Decay channels in the order of seed 002 Eqs. 50–52.
+#: Decay channels in the order of Nat. Commun. 13 (2022) 3351, Eqs. 50–52.
 CHANNEL_NAMES: Final = ("D0D0pi+", "D0D+pi0", "D0D+gamma")
 
 #: √s* − (m_D*+ + m_D0) of the public code, in MeV (``settings.json``: phspmatching.cutoff).
 CODE_MATCHING_MEV: Final = 4.0
-#: √s* of the paper, in GeV (seed 002 below Eq. 52).
+#: √s* of the paper, in GeV (Nat. Commun. 13 (2022) 3351, below Eq. 52).
 PAPER_MATCHING_GEV: Final = 3.9
 
-#: Relative 1σ uncertainties used for the coupling-constant systematic [A, PHYSICS.md §3.2]:
-#: f² ∝ Γ(D*+) B(D*+→D0π+) = 83.4 ± 1.8 keV × (67.7 ± 0.5) % → 2.3 %; h² ∝ Γ(D*+) B(D*+→D+γ)
-#: with B = (1.6 ± 0.4) % → 25 %; μ0/μ+ = −3.77, whose uncertainty the paper does not give,
-#: is varied by ±10 % (an assumption).
+#: Relative 1σ uncertainties used for the coupling-constant systematic (our choice, from the
+#: PDG 2020 inputs): f² ∝ Γ(D*+) B(D*+→D0π+) = 83.4 ± 1.8 keV × (67.7 ± 0.5) % → 2.3 %; h² ∝ Γ(D*+)
+#: B(D*+→D+γ) with B = (1.6 ± 0.4) % → 25 %; μ0/μ+ = −3.77, whose uncertainty the paper does not
+#: give, is varied by ±10 % (an assumption).
 COUPLING_UNCERTAINTIES: Final = {"f2": 0.023, "h2": 0.25, "mu0": 0.10}
 
 _TWO_PI: Final = 2.0 * math.pi
@@ -120,10 +121,10 @@ _TWO_PI: Final = 2.0 * math.pi
 
 @dataclass(frozen=True)
 class TccConstants:
-    """Masses, widths (GeV) and couplings of the unitarised model (PHYSICS.md §3.2).
+    """Masses, widths (GeV) and couplings of the unitarised model.
 
-    Defaults are the PDG-2020 constants of the paper-C amplitude code
-    (``mmikhasenko/Tcc2DDpi.jl`` ``src/constants.jl``): m(D*+) = m(D0) + 145.4258 MeV,
+    Defaults are the PDG-2020 constants of the public amplitude code of Nat. Commun. 13
+    (2022) 3351 (``mmikhasenko/Tcc2DDpi.jl`` ``src/constants.jl``): m(D*+) = m(D0) + 145.4258 MeV,
     Γ(D*+) = 83.4 keV, the derived Γ(D*0) = 55.2 keV, f² = 282.42, h² = 20.13e-3 GeV⁻²,
     μ+ = 1 and μ0 = −3.77.
     """
@@ -206,7 +207,8 @@ class DecayChannel:
 
 
 def tcc_channels(c: TccConstants | None = None) -> tuple[DecayChannel, DecayChannel, DecayChannel]:
-    """The three channels of seed 002 Eqs. 39–46 (order of :data:`CHANNEL_NAMES`).
+    """The three channels of Nat. Commun. 13 (2022) 3351, Eqs. 39–46 (order of
+    :data:`CHANNEL_NAMES`).
 
     D0D0π+: 1 = π+, 2 = D0, 3 = D0, D*+ in both pairs (Eq. 39, identical D0: factor 1/2!).
     D0D+π0: 1 = π0, 2 = D+, 3 = D0, D*+ → D+π0 in (12), D*0 → D0π0 in (13) (Eq. 40).
@@ -511,7 +513,8 @@ def _cauchy_pl(s_nodes: NDArray, g_nodes: NDArray, s: NDArray) -> NDArray:
 
 def dispersion_integral(s_nodes: ArrayLike, rho_nodes: ArrayLike, s: ArrayLike,
                         tail: Any = None, n_tail: int = 48) -> NDArray:
-    """(s/2π) ∫_{s_0}^∞ ϱ(s') / (s'(s' − s)) ds' (seed 002 Eqs. 57, 63), complex result.
+    """(s/2π) ∫_{s_0}^∞ ϱ(s') / (s'(s' − s)) ds' (Nat. Commun. 13 (2022) 3351, Eqs. 57, 63);
+    complex.
 
     ϱ is the piecewise-linear function through (``s_nodes``, ``rho_nodes``) on
     [s_0, s_N] (its Cauchy integral is exact in closed form) plus, if given, ``tail(s')``
@@ -601,12 +604,13 @@ class _FastSpline:
 
 
 class UnitarisedModel:
-    """ϱ_f(s), Σ(s), A_U(s) and F^U(s) of seed 002 for fixed constants and matching.
+    """ϱ_f(s), Σ(s), A_U(s) and F^U(s) of Nat. Commun. 13 (2022) 3351 for fixed constants
+    and matching.
 
     Parameters
     ----------
     constants : TccConstants, optional
-        Masses, widths and couplings (PHYSICS.md §3.2 defaults).
+        Masses, widths and couplings (defaults: :class:`TccConstants`).
     matching : {"paper", "code"} or float
         √s* of Eqs. 50–52: 3.9 GeV (paper), m_th + 4 MeV (public code) or a value in MeV
         above the D*+ D0 threshold.
@@ -657,7 +661,8 @@ class UnitarisedModel:
 
     @property
     def rho_inf(self) -> float:
-        """ϱ_tot(s → ∞) = Σ c_f (used in |g|² = 2 m_th Γ0 / ϱ_∞, PHYSICS.md §3.2)."""
+        """ϱ_tot(s → ∞) = Σ c_f (used in |g|² = 2 m_th Γ0 / ϱ_∞, as in the public code's
+        ``scripts/S-002-effectiverange.jl``)."""
         return float(self.c.sum())
 
     # --- phase-space functions -----------------------------------------------------------
@@ -825,7 +830,8 @@ class UnitarisedShape:
     matching : "paper", "code" or float
         Matching point of Eqs. 50–52 (see :class:`UnitarisedModel`).
     f2, h2, mu0, mu_plus : float, optional
-        Coupling constants (PHYSICS.md §3.2 defaults), for the coupling-constant systematic.
+        Coupling constants (defaults: :class:`TccConstants`), for the coupling-constant
+        systematic.
     constants : mapping, optional
         Other :class:`TccConstants` fields (GeV), e.g. ``{"m_dstar_plus": 2.010258}``.
     channel : str
@@ -954,7 +960,8 @@ class ModeWidth:
 
 def mode_and_fwhm(model: UnitarisedModel, delta_m_u: float, g: float | None = None,
                   channel: int | str = 0) -> ModeWidth:
-    """Mode and full width at half maximum of F^U_f(E) (seed 002 Results, Eq. 62).
+    """Mode and full width at half maximum of F^U_f(E) (Nat. Commun. 13 (2022) 3351, Results, and
+    Methods Eq. 62).
 
     The maximum nearest to δm_U is bracketed on a fine scan, refined with Brent's method,
     and the half-maximum crossings are found with ``brentq`` walking outwards from the mode.
@@ -1001,7 +1008,8 @@ def mode_and_fwhm(model: UnitarisedModel, delta_m_u: float, g: float | None = No
 
 @dataclass(frozen=True)
 class Pole:
-    """Pole of A_U on the second sheet: √ŝ = m_pole − iΓ_pole/2 (seed 002 Eqs. 8–12)."""
+    """Pole of A_U on the second sheet: √ŝ = m_pole − iΓ_pole/2 (Nat. Commun. 13 (2022) 3351, Eqs.
+    8–12)."""
 
     delta_m: float  # m_pole − m_th, MeV
     gamma: float  # Γ_pole, MeV
@@ -1044,7 +1052,8 @@ def g_from_gamma0(model: UnitarisedModel, gamma0: float) -> float:
 
 @dataclass(frozen=True)
 class LowEnergyParameters:
-    """Scattering length, effective range and related quantities (seed 002 Eqs. 13–20)."""
+    """Scattering length, effective range and related quantities (Nat. Commun. 13 (2022) 3351, Eqs.
+    13–20)."""
 
     inverse_a: complex  # 1/a in MeV
     a: complex  # fm
@@ -1056,13 +1065,13 @@ class LowEnergyParameters:
 
 
 def compositeness(r: float, a_real: float) -> float:
-    """Z = 1 − sqrt(1 / (1 + 2|r / Re a|)) (seed 002 Eq. 17)."""
+    """Z = 1 − sqrt(1 / (1 + 2|r / Re a|)) (Nat. Commun. 13 (2022) 3351, Eq. 17)."""
     return 1.0 - math.sqrt(1.0 / (1.0 + 2.0 * abs(r / a_real)))
 
 
 def low_energy_parameters(model: UnitarisedModel, delta_m_u: float,
                           g: float | None = None) -> LowEnergyParameters:
-    """a, r and Z from the threshold expansion of A_U (seed 002 Eqs. 72–76).
+    """a, r and Z from the threshold expansion of A_U (Nat. Commun. 13 (2022) 3351, Eqs. 72–76).
 
     (2/|g|²)/A_U = −2[Σ(s) − ...] + 2(m_U² − s)/|g|² is divided by w so that it matches
     1/a + r k²/2 − ik. We use w = 3 c1/(m_D*+ + m_D0), the factor of the public code

@@ -141,7 +141,8 @@ def main(n: int) -> int:
             bad = _same(ref, _arrays(stores[name], opts if name == "s3" else {}))
             print(f"{name} vs local: {'identical' if not bad else 'DIFFER in ' + ', '.join(bad)}")
             rc |= bool(bad)
-        print(f"this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"this process: peak RSS {rss:.0f} MiB")
         return rc
     finally:
         for p in procs:

@@ -16,7 +16,8 @@ import zarr
 from toyengine import load_spec, open_results, run_study
 from toyengine.errors import StoreError
 from toyengine.store import StoreInfo
-from toyengine.study.recipe import Chunk, run_chunk
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
 
 DATA = Path(__file__).parent / "data"
 RESULT_VARS = ["value", "error", "nll", "valid", "edm", "nfcn", "status", "n_events"]
@@ -43,9 +44,10 @@ def reference_store(tmp_path_factory, spec):
 
 
 def test_run_chunk_is_pure_and_chunking_free(spec):
-    whole = run_chunk(spec, Chunk(0, 0, 0, 6))
-    again = run_chunk(spec, Chunk(0, 0, 0, 6))
-    part = run_chunk(spec, Chunk(5, 0, 4, 6))
+    plan = Plan.of(spec)
+    whole = run_chunk(plan, Chunk(0, 0, 0, 6))
+    again = run_chunk(plan, Chunk(0, 0, 0, 6))
+    part = run_chunk(plan, Chunk(5, 0, 4, 6))
     for k in whole.arrays:
         if k == "fit_time":
             continue

@@ -21,7 +21,8 @@ from scipy import integrate, stats
 
 from toyengine.errors import SpecError
 from toyengine.models import get_builder, plugin_module
-from toyengine.study.recipe import Chunk, run_chunk
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
 from toyengine.study.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def test_import_path_builder(on_path):
     assert plugin_module("expgauss:build") == "expgauss"
     assert plugin_module("mass1d") is None
     spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))
-    res = run_chunk(spec, Chunk(0, 0, 0, 3)).arrays
+    res = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 3)).arrays
     assert np.all(res["status"] == 1)
 
 
@@ -99,7 +100,7 @@ def test_entry_point_builder(on_path, tmp_path, monkeypatch):
     assert get_builder("expgauss") is build
     assert plugin_module("expgauss") == "expgauss"
     spec = StudySpec.from_text(STUDY.format(builder="expgauss"))
-    assert np.all(run_chunk(spec, Chunk(0, 0, 0, 2)).arrays["status"] == 1)
+    assert np.all(run_chunk(Plan.of(spec), Chunk(0, 0, 0, 2)).arrays["status"] == 1)
 
 
 def test_plugin_is_normalised_and_samples_its_pdf(on_path):
@@ -137,7 +138,7 @@ def test_plugin_on_local_cluster(on_path, tmp_path):
     report = run_study(spec, tmp_path / "s.zarr", workers=1, chunk_size=3, progress=None)
     assert report.complete, report.errors
     ds = open_results(tmp_path / "s.zarr")
-    local = run_chunk(spec, Chunk(0, 0, 0, 6)).arrays
+    local = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 6)).arrays
     np.testing.assert_array_equal(ds["value"].values[0], local["value"])
 
 

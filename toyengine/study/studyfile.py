@@ -15,22 +15,13 @@ from annotated_types import Len
 from pydantic import Field, field_validator
 
 from ..models.options import FiniteFloat, Pair, StrictModel, ordered_pair
+from .kinds import KIND_INFO
 
 __all__ = ["KINDS", "MAX_SEED", "MAX_TOYS", "MAX_VARIANTS", "NOT_IN_SCHEMA", "StudyFile",
            "options_markdown", "study_json_schema"]
 
-#: study kinds and what the summary computes for them (see ARCHITECTURE.md)
-KINDS = {
-    "pulls": "generate from the nominal model, fit it: pull mean/width, bias, coverage",
-    "fit_bias": "same as pulls (pseudoexperiments from the nominal fit)",
-    "significance": "generate under H0, fit H0 and H1: t = Δ(−2 ln L) vs χ²(ndof)",
-    "jp_rejection": "generate under the disfavoured J^P, fit both: rejection level",
-    "model_variation": "generate from alternative models, fit the default: shifts per source",
-    "template_smearing": "fixed data set, smeared templates per variant, fit H0 and H1",
-    "parameter_variation": "fixed data set, random draws of fixed parameters per variant",
-    "goodness_of_fit": "generate from nominal, fit nominal: toy-based p-value of a GOF statistic",
-    "cross_check": "generate with one model, fit with another (e.g. U vs BW ensembles)",
-}
+#: study kinds and what they compute (the descriptions of :data:`~.kinds.KIND_INFO`)
+KINDS = {name: k.description for name, k in KIND_INFO.items()}
 #: largest root seed (stored as a 64-bit integer attribute)
 MAX_SEED = 2**63 - 1
 #: most toys per variant a study file may ask for (larger runs: several stores)

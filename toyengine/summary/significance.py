@@ -28,6 +28,7 @@ import xarray as xr
 from iminuit import Minuit
 from scipy import special, stats
 
+from ..study.kinds import kind_info
 from ._common import (
     CL_1SIGMA,
     SummaryError,
@@ -62,11 +63,6 @@ __all__ = [
 ]
 
 Sided = Literal["one", "two"]
-
-#: Kinds whose toys are generated under h0 with nested h0 ⊂ h1 (t ≥ 0 up to minimiser noise).
-NESTED_KINDS = ("significance",)
-#: Kinds whose t distribution is summarised toy by toy (both hypotheses fitted to every toy).
-TOY_TEST_KINDS = ("significance", "jp_rejection")
 
 
 def _check_sided(sided: str) -> None:
@@ -702,7 +698,7 @@ class SignificanceSummary:
     @property
     def is_rejection(self) -> bool:
         """True for J^P-style studies (p-values are rejection levels of h0)."""
-        return self.kind == "jp_rejection"
+        return not kind_info(self.kind).nested
 
     def pvalue(self, method: str) -> PValue:
         """The entry of :attr:`pvalues` whose method starts with ``method`` (wilks/fitted/toys)."""
@@ -1096,10 +1092,10 @@ def significance_summary(
     n_used = int(used.size)
     failed_fraction = (n_done - n_used) / n_done if n_done else math.nan
 
-    nested = kind not in ("jp_rejection",)
+    nested = kind_info(kind).nested
     ndof_w = attr_float(ds, "ndof_wilks")
     if not (ndof_w > 0):
-        ndof_w = 1.0 if kind == "jp_rejection" else math.nan
+        ndof_w = 1.0 if not nested else math.nan
     fit = None
     if nested and n_used >= min_toys_for_fit:
         try:
@@ -1250,7 +1246,7 @@ def variant_significance(
     n_done = int(both.sum())
     ndof = attr_float(ds, "ndof_wilks")
     if not ndof > 0:
-        ndof = 1.0 if ds.attrs.get("kind") == "jp_rejection" else math.nan
+        ndof = 1.0 if not kind_info(ds.attrs.get("kind", "")).nested else math.nan
 
     def z(x: float) -> float:
         if not (math.isfinite(x) and math.isfinite(ndof)):

@@ -123,6 +123,8 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
         # the dask graph stays a dozen tasks however many chunks the store has
         data[f.name] = xr.Variable(dims, da.full(shape, f.fill, dtype=f.dtype, chunks=shape))
         encoding[f.name] = {"chunks": chunking, "compressors": _codecs()}
+        if f.dtype.kind in "biu":  # zarr's fill value (floats: NaN, xarray's default)
+            encoding[f.name]["fill_value"] = f.fill
     data["truth"] = xr.Variable(("variant", "param"), np.asarray(truth, dtype=float))
     data["reference"] = xr.Variable(("param",), np.asarray(reference, dtype=float))
     table = {"chunk_variant": [c.variant for c in chunks],

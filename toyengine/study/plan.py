@@ -14,7 +14,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -220,8 +219,7 @@ class Plan:
         """The plan of ``spec`` (its models are built, once per process)."""
         params = param_axis(spec)
         scan = scan_plan(spec)
-        return cls(spec, kind_info(spec.kind), params,
-                   MappingProxyType(param_labels(spec, params)), scan,
+        return cls(spec, kind_info(spec.kind), params, param_labels(spec, params), scan,
                    study_fields({"scan"} if scan is not None else ()))
 
     @property

@@ -87,6 +87,25 @@ def test_builder_must_return_a_model(tmp_path, monkeypatch):
     assert "returned a M without nll, parameters" in str(err.value)
 
 
+def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path, monkeypatch):
+    """The three required members alone are not a ToyModel: the optional members are named,
+    with the base class that gives their defaults."""
+    (tmp_path / "bare.py").write_text(
+        "from toyengine.core.params import Parameter, ParameterSet\n"
+        "class M:\n    parameters = ParameterSet((Parameter('a', 1.0),))\n"
+        "    def sample(self, v, rng): return rng.normal(size=3)\n"
+        "    def nll(self, data): return lambda x: 0.0\n\n"
+        "def build(options, rng=None):\n    return M()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SpecError) as err:
+        StudySpec.from_text(STUDY.format(builder="bare:build").replace(
+            "poi: [mu, sigma]", ""))
+    msg = str(err.value)
+    assert ("without the optional members derived, derived_names, gof_statistic, load_data, "
+            "scan_parameters") in msg
+    assert "toyengine.models.protocol.ToyModelBase" in msg
+
+
 def test_entry_point_builder(on_path, tmp_path, monkeypatch):
     """An installed package's entry point (a .dist-info on sys.path, as pip writes it)."""
     dist = tmp_path / "expgauss_plugin-1.0.dist-info"

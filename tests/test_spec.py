@@ -85,6 +85,7 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     """Every Z_c study file validates (models built); one significance toy runs end to end."""
     import numpy as np
 
+    from toyengine.core.fit import FitStatus
     from toyengine.study.plan import Chunk, Plan
     from toyengine.study.recipe import run_chunk
     from toyengine.study.spec import load_spec
@@ -94,5 +95,8 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     assert len(files) == 7
     specs = {f.stem: load_spec(f) for f in files}
     res = run_chunk(Plan.of(specs["significance"]), Chunk(0, 0, 0, 1))
-    assert res.arrays["status"].shape == (1, 2)
+    # both fits (H0, H1) ran and converged: a fit that raised would be FitStatus.EXCEPTION
+    # with NaN −ln L, an unconverged one FitStatus.INVALID
+    assert res.arrays["status"].tolist() == [[FitStatus.VALID, FitStatus.VALID]]
+    assert np.all(np.isfinite(res.arrays["nll"]))
     assert np.all(res.arrays["n_events"] > 1000)

@@ -104,3 +104,23 @@ def test_truth_is_computed_when_asked_and_the_plan_ships_whole():
         if name != "fit_time":
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
+
+
+def test_summary_reads_only_the_kind_table_and_the_schema_of_the_study_layer():
+    """The summaries interpret a store by its attributes: of the study layer they may read
+    the kind table and the record schema, never the spec, the plan or the recipe."""
+    import ast
+    from pathlib import Path
+
+    import toyengine.summary
+
+    allowed = {"kinds", "schema"}
+    bad = []
+    for f in Path(toyengine.summary.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 2 and node.module):
+                continue
+            parts = node.module.split(".")
+            if parts[0] == "study" and (len(parts) < 2 or parts[1] not in allowed):
+                bad.append(f"{f.name} imports {node.module}")
+    assert bad == []

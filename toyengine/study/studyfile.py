@@ -33,8 +33,8 @@ MAX_VARIANTS = 100_000
 NOT_IN_SCHEMA = (
     "`generate`, `hypotheses`, `test.h0`/`test.h1` and variant `generate`/`models` keys name "
     "models (or hypotheses) of the same file",
-    "`test.h0` and `test.h1` are required for kinds significance, jp_rejection and "
-    "template_smearing",
+    "`test.h0` and `test.h1` are required for kinds "
+    + ", ".join(k.name for k in KIND_INFO.values() if k.test_required),
     "variant names are unique and variants expand to at most 100000",
     "variant option patches are checked after merging into the base model's options",
     "`poi` and `parameters` names exist in the built models",
@@ -109,7 +109,8 @@ class FitSettings(StrictModel):
     minos: bool = Field(False, description="run MINOS")
     strategy: Literal[0, 1, 2] | None = Field(None, description="MIGRAD strategy")
     hesse: bool | None = Field(None, description="run HESSE (default: yes, except for kinds "
-                               "significance and jp_rejection)")
+                               + ", ".join(k.name for k in KIND_INFO.values() if not k.hesse)
+                               + ")")
     scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
                                       "(significance only)")
     global_observables: Literal["sample", "fixed"] = Field(

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from toyengine import load_spec, run_study
 from toyengine.store import create_store, write_chunk
-from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,13 +40,10 @@ def main(toys: int = 2000) -> None:
                   f"(complete={report.complete}; cluster start-up excluded)")
         print(f"speed-up 2 vs 1 workers: {rates[2] / rates[1]:.2f}x")
         # overhead per chunk: writing one chunk's result into the store and marking it done
-        params = param_axis(spec)
-        res = run_chunk(spec, Chunk(0, 0, 0, 100), params)
+        plan = Plan.of(spec)
+        res = run_chunk(plan, Chunk(0, 0, 0, 100))
         path = tmp / "ovh.zarr"
-        import numpy as np
-
-        n_par = len(params)
-        chunks = create_store(path, spec, params, np.zeros((1, n_par)), np.zeros(n_par), 100)
+        chunks = create_store(path, plan, 100)
         t0 = time.perf_counter()
         for c in chunks:
             res.chunk = c

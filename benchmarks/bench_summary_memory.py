@@ -33,33 +33,31 @@ CHILD = ("import resource, sys; from toyengine.cli import main; "
 
 def build(path: Path, toys: int) -> None:
     from toyengine import load_spec
-    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
     from toyengine.store.lease import Lease
     from toyengine.store.location import Location
-    from toyengine.study.recipe import ChunkResult, param_axis
+    from toyengine.study.plan import Plan
+    from toyengine.study.recipe import ChunkResult
 
     spec = load_spec(HELLO).with_overrides(toys=toys)
-    params = param_axis(spec)
-    truth, ref = _truth_and_reference(spec, params)
+    plan = Plan.of(spec)
     loc = Location(str(path))
     with Lease(loc, progress=None):
-        chunks = create_store(loc, spec, params, truth, ref, CHUNK)
+        chunks = create_store(loc, plan, CHUNK)
         rng = np.random.default_rng(1)
         for c in chunks:
             n = c.size
             x = rng.normal(size=(n, 100))
             mu, sd = x.mean(1), x.std(1)
-            a = {
+            a = plan.empty_records(n)
+            a.update({
                 "value": np.stack([mu, sd], -1)[:, None, :],
                 "error": np.stack([sd / 10, sd / np.sqrt(200)], -1)[:, None, :],
-                "minos_lower": np.full((n, 1, 2), np.nan),
-                "minos_upper": np.full((n, 1, 2), np.nan),
                 "nll": rng.normal(size=(n, 1)), "valid": np.ones((n, 1), bool),
                 "edm": np.full((n, 1), 1e-7), "nfcn": np.full((n, 1), 30, np.int64),
                 "fit_time": np.full((n, 1), 1e-3), "status": np.ones((n, 1), np.int8),
-                "gof": np.full((n, 1), np.nan), "n_events": np.full(n, 100, np.int64),
-            }
+                "n_best": np.ones((n, 1), np.int64), "n_events": np.full(n, 100, np.int64),
+            })
             write_chunk(loc, ChunkResult(c, a), toys, CHUNK)
 
 

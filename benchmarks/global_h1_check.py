@@ -21,7 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from toyengine.core.fit import fit
-from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
 from toyengine.study.seeds import toy_seed
 from toyengine.study.spec import build_model, load_spec
 from toyengine.summary.ndof import fit_chi2_ndof
@@ -42,8 +43,7 @@ def _work(args):
     spec = load_spec(path)
     if starts is not None:
         spec = dataclasses.replace(spec, fit={**spec.fit, "starts": starts})
-    params = param_axis(spec)
-    res = run_chunk(spec, Chunk(0, 0, start, stop), params)
+    res = run_chunk(Plan.of(spec), Chunk(0, 0, start, stop))
     v = spec.variants[0]
     h0i = spec.hypotheses.index(spec.test["h0"])
     h1i = spec.hypotheses.index(spec.test["h1"])

@@ -176,15 +176,14 @@ def test_silent_scheduler_answers_within_35_s(tmp_path, capsys):
 
 
 def _store_with_one_chunk(path):
-    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
-    from toyengine.study.recipe import Chunk, param_axis, run_chunk
+    from toyengine.study.plan import Chunk, Plan
+    from toyengine.study.recipe import run_chunk
 
     spec = load_spec(STUDY).with_overrides(toys=2)
-    params = param_axis(spec)
-    truth, reference = _truth_and_reference(spec, params)
-    create_store(path, spec, params, truth, reference, 1)
-    write_chunk(path, run_chunk(spec, Chunk(0, 0, 0, 1), params), 2, 1)
+    plan = Plan.of(spec)
+    create_store(path, plan, 1)
+    write_chunk(path, run_chunk(plan, Chunk(0, 0, 0, 1)), 2, 1)
     return spec
 
 

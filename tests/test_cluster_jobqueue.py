@@ -254,11 +254,12 @@ def test_submit_through_jobqueue_runs_study(tmp_path: Path) -> None:
     assert "tcp://127.0.0.1:" in script
     # the results equal toyengine's pure chunk function evaluated here, without Dask
     from toyengine.store import open_results
-    from toyengine.study.recipe import Chunk, param_axis, run_chunk
+    from toyengine.study.plan import Chunk, Plan
+    from toyengine.study.recipe import run_chunk
     from toyengine.study.spec import load_spec
 
     spec = load_spec(STUDY).with_overrides(toys=24, seed=11)
-    direct = run_chunk(spec, Chunk(0, 0, 0, 24), param_axis(spec)).arrays
+    direct = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 24)).arrays
     ds = open_results(store)
     for name in ("value", "error", "nll", "valid"):
         np.testing.assert_array_equal(ds[name].values[0], direct[name], err_msg=name)

@@ -10,7 +10,8 @@ from scipy import stats
 
 from toyengine.core.fit import SAME_MINIMUM, _start_points, fit
 from toyengine.core.params import Parameter, ParameterSet
-from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
 from toyengine.study.spec import StudySpec
 
 
@@ -106,15 +107,15 @@ fit: {starts: 4}
 
 def test_nested_significance_toys_have_t_nonnegative_and_zero_at_zero_signal():
     spec = StudySpec.from_text(SIG_SPEC)
-    res = run_chunk(spec, Chunk(0, 0, 0, spec.toys))
+    plan = Plan.of(spec)
+    res = run_chunk(plan, Chunk(0, 0, 0, spec.toys))
     a = res.arrays
     h1, h0 = 0, 1  # hypotheses are listed H1 first: the null is still fitted first
     assert np.all(a["status"] == 1), "every fit valid (boundary fits refitted, not dropped)"
     t = 2.0 * (a["nll"][:, h0] - a["nll"][:, h1])
     # MIGRAD only descends from the embedded null start: t >= 0 up to its tolerance
     assert np.all(t >= -2 * SAME_MINIMUM), t
-    names = param_axis(spec)
-    n_sig = a["value"][:, h1, names.index("n_sig")]
+    n_sig = a["value"][:, h1, plan.params.index("n_sig")]
     at_zero = n_sig == 0.0
     # background-only toys, fixed signal shape, n_sig >= 0: many end at zero signal (the
     # unconstrained n_sig of this model is negative in most H0 toys: the signal sits below
@@ -153,17 +154,15 @@ fit: {starts: 8, scan: {grid: [4, 2], toys: 2}}
 def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
     import xarray as xr
 
-    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, open_results, write_chunk
-    from toyengine.study.recipe import param_axis, scan_plan
     from toyengine.summary.significance import significance_summary
 
     spec = StudySpec.from_text(SCAN_SPEC)
-    names, points = scan_plan(spec)
+    plan = Plan.of(spec)
+    names, points = plan.scan.names, plan.scan.points
     assert names == ("delta_m", "gamma") and points.shape == (8, 2)
     assert points[0].tolist() == [-2.25, 0.515] and points[-1].tolist() == [2.25, 1.505]
-    params = param_axis(spec)
-    res = run_chunk(spec, Chunk(0, 0, 0, 3), params)
+    res = run_chunk(plan, Chunk(0, 0, 0, 3))
     a = res.arrays
     t = 2.0 * (a["nll"][:, 0] - a["nll"][:, 1])
     scan = a["scan_t"]
@@ -171,9 +170,8 @@ def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
     assert np.all(scan[:2] >= -2 * SAME_MINIMUM)
     # the global H1 fit is at least as good as every fixed-(δm, Γ) point
     assert np.all(scan[:2].max(axis=1) <= t[:2] + 2 * SAME_MINIMUM)
-    truth, ref = _truth_and_reference(spec, params)
     store = tmp_path / "s.zarr"
-    create_store(store, spec, params, truth, ref, 3)
+    create_store(store, plan, 3)
     write_chunk(store, res, spec.toys, 3)
     ds = open_results(store)
     assert isinstance(ds, xr.Dataset) and ds.attrs["lee_dof"] == 1 and ds.attrs["lee_one_sided"]

@@ -14,7 +14,8 @@ from toyengine import load_spec, open_results, run_study
 from toyengine.run.live import LivePhysics
 from toyengine.store import read_status
 from toyengine.store.status import STATUS_KEY
-from toyengine.study.recipe import Chunk, ChunkResult
+from toyengine.study.plan import Chunk
+from toyengine.study.recipe import ChunkResult
 
 DATA = Path(__file__).parent / "data"
 

@@ -12,7 +12,8 @@ from toyengine.core.resolution import apollonios_density, novosibirsk_density
 from toyengine.errors import OptionError, SpecError
 from toyengine.models.mass1d import SHAPES, build_mass1d
 from toyengine.models.tcc import build_tcc
-from toyengine.study.recipe import Chunk, param_axis, run_chunk
+from toyengine.study.plan import Chunk, Plan, param_axis
+from toyengine.study.recipe import run_chunk
 from toyengine.study.spec import StudySpec, load_spec
 
 ROOT = Path(__file__).parent.parent
@@ -119,8 +120,8 @@ def test_tcc_declared_with_mass1d_gives_the_tcc_builders_fits():
             == [replace(p, unit="", label="") for p in b.parameters])
     assert param_axis(decl) == param_axis(hand)
     chunk = Chunk(0, 0, 0, 4)
-    ra = run_chunk(decl, chunk).arrays
-    rb = run_chunk(hand, chunk).arrays
+    ra = run_chunk(Plan.of(decl), chunk).arrays
+    rb = run_chunk(Plan.of(hand), chunk).arrays
     assert np.all(ra["status"] == 1) and np.all(ra["valid"])
     np.testing.assert_array_equal(ra["n_events"], rb["n_events"])
     assert np.max(np.abs(ra["nll"] - rb["nll"])) <= 1e-9

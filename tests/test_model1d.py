@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from toyengine.core.fit import fit
+from toyengine.core.fit import FitStatus, fit
 from toyengine.core.kinematics import MASSES_PDG2020 as M
 from toyengine.core.lineshapes import rbw_density
 from toyengine.core.model1d import Component, Model1D, Observable, sample_piecewise_linear
@@ -143,9 +143,55 @@ def test_tcc_pulls_hesse_and_minos():
         s_dev = vals.std(ddof=1)
         kurt = stats.kurtosis(vals, fisher=False)
         assert abs(s_dev - 1) < 3 * s_dev * math.sqrt((kurt - 1) / (4 * len(vals))), (p, s_dev)
-    # the paper's statistical precision on delta_m is 61 keV; the median HESSE error of the
-    # toys (a robust estimate, unlike the RMS of heavy-tailed values) within 10 % of it
-    assert abs(np.median(sig_dm) - 0.061) < 0.1 * 0.061
+    # the median HESSE error of δm over the toys (robust, unlike the RMS of heavy-tailed
+    # values) against an independent computation: the expected-information error of the
+    # extended likelihood at the generation values (_fisher_errors, ≈ 63 keV). The median
+    # of 300 errors is known to ≈ 2 %; 10 % allows for the finite-sample (N_sig = 117)
+    # departure from the asymptotic value. (Not the paper's 61 keV: the toy background
+    # level was chosen to reproduce it, so that comparison would hold by construction.)
+    expected = _fisher_errors(model)["delta_m"]
+    assert abs(np.median(sig_dm) - expected) < 0.1 * expected, (np.median(sig_dm), expected)
+
+
+def _fisher_errors(model) -> dict[str, float]:
+    """Expected errors sqrt(diag(I⁻¹)) of the free parameters at the generation values:
+    I_ij = ∫ ∂_i λ ∂_j λ / λ dx for the extended intensity λ = (Σ N_c) · density (Barlow,
+    Nucl. Instrum. Meth. A 297 (1990) 496), by central differences and the trapezoid rule
+    on the model's grid."""
+    ps = model.parameters
+    x0 = ps.values.copy()
+    free = [ps.index(n) for n in ps.free_names]
+
+    def lam(x):
+        return x[model._yield_idx].sum() * model.density_grid(x)
+
+    grads = []
+    for i in free:
+        h = 1e-4 * max(abs(x0[i]), 1.0)
+        up, dn = x0.copy(), x0.copy()
+        up[i] += h
+        dn[i] -= h
+        grads.append((lam(up) - lam(dn)) / (2 * h))
+    lam0 = lam(x0)
+    info = np.array([[np.trapezoid(gi * gj / lam0, model.grid) for gj in grads]
+                     for gi in grads])
+    return dict(zip(ps.free_names, np.sqrt(np.diag(np.linalg.inv(info))), strict=True))
+
+
+def test_fisher_errors_match_hesse_on_the_asimov_sample():
+    """A check of _fisher_errors itself: HESSE on the Asimov data set (the grid nodes
+    weighted by λ·Δx, so that the weighted −ln L is the expected one) has the expected
+    information as its curvature. They differ only by the quadrature and the
+    finite-difference steps (< 0.3 % on the 10 keV grid), hence 1 %."""
+    model = build_tcc({})
+    x0 = model.parameters.values
+    lam = x0[model._yield_idx].sum() * model.density_grid(x0)
+    asimov = model.nll(model.grid, weights=lam * np.gradient(model.grid))
+    res = fit(asimov, model.parameters)
+    assert res.valid
+    expected = _fisher_errors(model)
+    for name in ("n_sig", "delta_m", "gamma", "n_bkg"):
+        assert res.error(name) == pytest.approx(expected[name], rel=0.01), name
 
 
 def test_failed_fits_return_invalid():
@@ -154,7 +200,7 @@ def test_failed_fits_return_invalid():
     assert not res.valid
     # a likelihood that is NaN everywhere
     res = fit(lambda x: math.nan, model.parameters)
-    assert not res.valid and res.status in (2, 3)
+    assert not res.valid and res.status == FitStatus.INVALID
     # a likelihood that raises
     def boom(x):
         raise FloatingPointError("overflow")
@@ -178,8 +224,7 @@ def test_weighted_fit_and_sandwich_covariance():
     # original sample, while the naive inverse Hessian would be sqrt(2) too small
     x2 = np.concatenate([x, x])
     nll2 = model.nll(x2, weights=np.full_like(x2, 0.5))
-    res2 = fit(nll2, res.values_as_set(model.parameters) if hasattr(res, "values_as_set")
-               else model.parameters.with_values(res.values))
+    res2 = fit(nll2, model.parameters.with_values(res.values))
     assert res2.valid
     assert np.allclose(res2.values, res.values, rtol=1e-3, atol=1e-4)
 

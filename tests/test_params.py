@@ -20,10 +20,16 @@ def test_round_trip_through_minuit():
     m = Minuit(lambda x: float(np.sum((x - [2.0, -2.0, 0.45]) ** 2)), ps.values, name=ps.names)
     ps.to_minuit(m)
     assert m.limits["a"] == (0.0, 5.0) and m.fixed["b"] and not m.fixed["a"]
+    # f = Σ (x − x0)² with errordef 1: near the minimum f − f_min = Σ Δ², which MIGRAD's EDM
+    # estimates, so |Δa| ≤ sqrt(EDM). The default tolerance (EDM < 2e-4) allows |Δa| up to
+    # 1.4e-2; tol 5e-8 asks for EDM < 0.002 · tol = 1e-10, i.e. |Δa| ≤ 1e-5
+    m.tol = 5e-8
     m.migrad()
+    assert m.valid and m.fmin.edm < 1e-10
     back = ps.from_minuit(m)
     assert back.names == ps.names
-    assert math.isclose(back["a"].value, 2.0, abs_tol=1e-2)  # MIGRAD tolerance
+    assert back["a"].value == m.values["a"]  # read back exactly
+    assert math.isclose(back["a"].value, 2.0, abs_tol=1e-5)
     assert back["b"].value == -2.0 and back["b"].fixed
 
 

@@ -21,7 +21,8 @@ from scipy import integrate, stats
 
 from toyengine.errors import SpecError
 from toyengine.models import get_builder, plugin_module
-from toyengine.study.recipe import Chunk, run_chunk
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
 from toyengine.study.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +60,7 @@ def test_import_path_builder(on_path):
     assert plugin_module("expgauss:build") == "expgauss"
     assert plugin_module("mass1d") is None
     spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))
-    res = run_chunk(spec, Chunk(0, 0, 0, 3)).arrays
+    res = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 3)).arrays
     assert np.all(res["status"] == 1)
 
 
@@ -86,6 +87,25 @@ def test_builder_must_return_a_model(tmp_path, monkeypatch):
     assert "returned a M without nll, parameters" in str(err.value)
 
 
+def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path, monkeypatch):
+    """The three required members alone are not a ToyModel: the optional members are named,
+    with the base class that gives their defaults."""
+    (tmp_path / "bare.py").write_text(
+        "from toyengine.core.params import Parameter, ParameterSet\n"
+        "class M:\n    parameters = ParameterSet((Parameter('a', 1.0),))\n"
+        "    def sample(self, v, rng): return rng.normal(size=3)\n"
+        "    def nll(self, data): return lambda x: 0.0\n\n"
+        "def build(options, rng=None):\n    return M()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SpecError) as err:
+        StudySpec.from_text(STUDY.format(builder="bare:build").replace(
+            "poi: [mu, sigma]", ""))
+    msg = str(err.value)
+    assert ("without the optional members derived, derived_names, gof_statistic, load_data, "
+            "scan_parameters") in msg
+    assert "toyengine.models.protocol.ToyModelBase" in msg
+
+
 def test_entry_point_builder(on_path, tmp_path, monkeypatch):
     """An installed package's entry point (a .dist-info on sys.path, as pip writes it)."""
     dist = tmp_path / "expgauss_plugin-1.0.dist-info"
@@ -99,7 +119,7 @@ def test_entry_point_builder(on_path, tmp_path, monkeypatch):
     assert get_builder("expgauss") is build
     assert plugin_module("expgauss") == "expgauss"
     spec = StudySpec.from_text(STUDY.format(builder="expgauss"))
-    assert np.all(run_chunk(spec, Chunk(0, 0, 0, 2)).arrays["status"] == 1)
+    assert np.all(run_chunk(Plan.of(spec), Chunk(0, 0, 0, 2)).arrays["status"] == 1)
 
 
 def test_plugin_is_normalised_and_samples_its_pdf(on_path):
@@ -137,7 +157,7 @@ def test_plugin_on_local_cluster(on_path, tmp_path):
     report = run_study(spec, tmp_path / "s.zarr", workers=1, chunk_size=3, progress=None)
     assert report.complete, report.errors
     ds = open_results(tmp_path / "s.zarr")
-    local = run_chunk(spec, Chunk(0, 0, 0, 6)).arrays
+    local = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 6)).arrays
     np.testing.assert_array_equal(ds["value"].values[0], local["value"])
 
 

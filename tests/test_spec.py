@@ -85,13 +85,18 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     """Every Z_c study file validates (models built); one significance toy runs end to end."""
     import numpy as np
 
-    from toyengine.study.recipe import Chunk, run_chunk
+    from toyengine.core.fit import FitStatus
+    from toyengine.study.plan import Chunk, Plan
+    from toyengine.study.recipe import run_chunk
     from toyengine.study.spec import load_spec
 
     root = Path(__file__).parent.parent / "studies" / "zc4100"
     files = sorted(root.glob("*.yaml"))
     assert len(files) == 7
     specs = {f.stem: load_spec(f) for f in files}
-    res = run_chunk(specs["significance"], Chunk(0, 0, 0, 1))
-    assert res.arrays["status"].shape == (1, 2)
+    res = run_chunk(Plan.of(specs["significance"]), Chunk(0, 0, 0, 1))
+    # both fits (H0, H1) ran and converged: a fit that raised would be FitStatus.EXCEPTION
+    # with NaN −ln L, an unconverged one FitStatus.INVALID
+    assert res.arrays["status"].tolist() == [[FitStatus.VALID, FitStatus.VALID]]
+    assert np.all(np.isfinite(res.arrays["nll"]))
     assert np.all(res.arrays["n_events"] > 1000)

@@ -27,6 +27,7 @@ from toyengine.store import StoreInfo
 from toyengine.store import results as store_mod
 from toyengine.store.lease import LEASE_KEY, Lease
 from toyengine.store.location import Location
+from toyengine.study.schema import study_fields
 
 ROOT = Path(__file__).parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
@@ -149,7 +150,8 @@ def test_kill_during_creation(tmp_path, monkeypatch, spec, client, created, step
 
 
 def extension_steps():
-    names = ["extend:intent", *(f"extend:resize:{n}" for n in (*store_mod.TOY_VARS, "toy")),
+    toy_vars = [f.name for f in study_fields()]  # a study without a look-elsewhere scan
+    names = ["extend:intent", *(f"extend:resize:{n}" for n in (*toy_vars, "toy")),
              "extend:toy", "extend:unmark", "extend:table:chunk_variant",
              "extend:table:chunk_start", "extend:table:chunk_stop", "extend:state"]
     return names

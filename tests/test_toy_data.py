@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toyengine.study.recipe import Chunk, param_axis, run_chunk, toy_data, toy_nll
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk, toy_data, toy_nll
 from toyengine.study.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +35,9 @@ fit: {{starts: 1{extra}}}
 
 def _pulls(extra: str, toys: int) -> np.ndarray:
     spec = StudySpec.from_text(CONSTRAINED.format(toys=toys, extra=extra))
-    a = run_chunk(spec, Chunk(0, 0, 0, toys)).arrays
-    i = param_axis(spec).index("n_bkg")
+    plan = Plan.of(spec)
+    a = run_chunk(plan, Chunk(0, 0, 0, toys)).arrays
+    i = plan.params.index("n_bkg")
     assert np.all(a["status"] == 1)
     return (a["value"][:, 0, i] - 700.0) / a["error"][:, 0, i], a["global_obs"][:, i]
 
@@ -58,8 +60,8 @@ def test_sampled_global_observables_give_unit_pulls_fixed_ones_do_not():
 
 def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
     spec = StudySpec.from_text(CONSTRAINED.format(toys=4, extra=""))
-    params = param_axis(spec)
-    a = run_chunk(spec, Chunk(0, 0, 0, 4), params).arrays
+    params = Plan.of(spec).params
+    a = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 4)).arrays
     for toy in (1, 3):
         data = toy_data(spec, toy)
         assert len(data) == a["n_events"][toy]
@@ -67,14 +69,13 @@ def test_toy_data_reproduces_the_stored_fit_exactly(tmp_path):
         assert toy_nll(spec, toy, "B", vals) == a["nll"][toy, 0]  # bit-identical
     # the CLI rebuilds it from a store (its study text and seed) as an .npz with the array
     # name the 1-D loader reads
-    from toyengine.run.runner import _truth_and_reference
     from toyengine.store import create_store, write_chunk
 
     spec2 = spec.with_overrides(seed=123)  # a --seed override is recorded in the store
-    truth, ref = _truth_and_reference(spec2, params)
+    plan2 = Plan.of(spec2)
     store = tmp_path / "s.zarr"
-    create_store(store, spec2, params, truth, ref, 4)
-    res = run_chunk(spec2, Chunk(0, 0, 0, 4), params)
+    create_store(store, plan2, 4)
+    res = run_chunk(plan2, Chunk(0, 0, 0, 4))
     write_chunk(store, res, spec2.toys, 4)
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     out = tmp_path / "toy3.npz"

@@ -92,6 +92,7 @@ def _reading(store: str, storage_options: dict | None = None) -> Iterator[None]:
 def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     import numpy as np
 
+    from ..core.fit import FitStatus
     from ..store import StoreInfo, check_chunks, open_results
 
     info = StoreInfo(store, storage_options=storage_options)
@@ -101,8 +102,8 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     total = sum(c.size for c in chunks)
     ds = open_results(info.loc)
     status = ds["status"].values
-    ran = status != 0
-    failed = int(np.sum(ran & (status != 1)))
+    ran = status != FitStatus.NOT_RUN
+    failed = int(np.sum(ran & (status != FitStatus.VALID)))
     return {
         "study": info.attrs.get("study_name"), "kind": info.attrs.get("kind"),
         "variants": info.n_variants, "toys_per_variant": info.toys,
@@ -187,6 +188,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    from ..study.plan import Plan
     from ..study.show import describe_study, estimate_cost
     from ..study.spec import load_spec
 
@@ -194,7 +196,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     cost = None
     if args.time_toys > 0:
         print(f"timing {args.time_toys} toy(s) ...", file=sys.stderr, flush=True)
-        cost = estimate_cost(spec, toys=args.time_toys, workers=args.workers)
+        cost = estimate_cost(Plan.of(spec), toys=args.time_toys, workers=args.workers)
     sys.stdout.write(describe_study(spec, cost))
     return 0
 

@@ -7,6 +7,7 @@ exception.
 
 from __future__ import annotations
 
+import enum
 import math
 import threading
 import time
@@ -19,19 +20,22 @@ from iminuit import Minuit
 
 from .params import ParameterSet
 
-__all__ = [
-    "STATUS_EXCEPTION",
-    "STATUS_INVALID",
-    "STATUS_NOT_RUN",
-    "STATUS_VALID",
-    "FitResult",
-    "fit",
-]
+__all__ = ["FitResult", "FitStatus", "fit"]
 
-STATUS_NOT_RUN = 0
-STATUS_VALID = 1
-STATUS_INVALID = 2
-STATUS_EXCEPTION = 3
+
+class FitStatus(enum.IntEnum):
+    """What became of one fit; stored as ``int8`` in the result store's ``status``.
+
+    ``NOT_RUN`` (0) is the fill value of a toy not yet run; ``VALID`` (1) a minimum that
+    iminuit accepts (``FunctionMinimum.is_valid``, with a positive-definite HESSE matrix);
+    ``INVALID`` (2) a fit that ran and did not converge; ``EXCEPTION`` (3) a generator,
+    model or minimiser that raised (the message is issued as a warning).
+    """
+
+    NOT_RUN = 0
+    VALID = 1
+    INVALID = 2
+    EXCEPTION = 3
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class FitResult:
     covariance: np.ndarray
     nll: float
     valid: bool
-    status: int
+    status: FitStatus
     edm: float
     nfcn: int
     at_limit: bool
@@ -82,7 +86,7 @@ class FitResult:
         nf = len(params.free_names)
         nan = np.full(n, np.nan)
         return cls(params.names, nan.copy(), nan.copy(), params.free_names,
-                   np.full((nf, nf), np.nan), math.nan, False, STATUS_EXCEPTION, math.nan,
+                   np.full((nf, nf), np.nan), math.nan, False, FitStatus.EXCEPTION, math.nan,
                    nfcn, False, False, elapsed, nan.copy(), nan.copy(), message)
 
 
@@ -207,7 +211,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
                 minos: bool, strategy: int | None, tol: float | None,
                 hesse: bool = True) -> FitResult:
     res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
-    if res.status == STATUS_EXCEPTION and getattr(nll, "hessian", None) is not None:
+    if res.status == FitStatus.EXCEPTION and getattr(nll, "hessian", None) is not None:
         # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
         # positive definite (a start far from the minimum): start again without the seed
         res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, False)
@@ -280,7 +284,7 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
             covariance=cov,
             nll=float(fmin.fval),
             valid=valid,
-            status=1 if valid else 2,
+            status=FitStatus.VALID if valid else FitStatus.INVALID,
             edm=float(fmin.edm),
             nfcn=int(m.nfcn),
             at_limit=bool(fmin.has_parameters_at_limit),

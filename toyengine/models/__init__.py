@@ -2,7 +2,9 @@
 
 A builder is ``build(options: Mapping, rng: numpy.random.Generator | None) -> ToyModel``;
 the ``rng`` is given only to random variants (template smearing, parameter draws). The model
-satisfies the protocol of ``docs/models.md`` (``parameters``, ``sample``, ``nll``). Each
+satisfies :class:`~toyengine.models.protocol.ToyModel` (``parameters``, ``sample``, ``nll``
+and the optional members whose defaults :class:`~toyengine.models.protocol.ToyModelBase`
+holds). Each
 shipped builder declares its options once, as a :class:`toyengine.models.options.BuilderOptions`
 subclass, and registers both with :func:`register_builder`; the study validator,
 ``toyengine schema`` and the option tables of ``docs/study-format.md`` all read that declaration.
@@ -25,6 +27,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .options import BuilderOptions
+from .protocol import REQUIRED_MEMBERS, ToyModel, missing_members
 
 __all__ = ["BUILDERS", "ENTRY_POINT_GROUP", "Builder", "check_model", "get_builder",
            "plugin_module", "register_builder"]
@@ -130,16 +133,22 @@ def get_builder(name: str) -> Callable[..., Any]:
     raise ModelError(msg)
 
 
-def check_model(model: Any, name: str) -> Any:
-    """``model`` if it has what the recipe uses (``parameters`` with ``names``/``values``,
-    callable ``sample`` and ``nll``), else :class:`ModelError` naming what is missing."""
-    missing = [a for a in ("sample", "nll") if not callable(getattr(model, a, None))]
-    params = getattr(model, "parameters", None)
-    if params is None or not hasattr(params, "names") or not hasattr(params, "values"):
-        missing.append("parameters (a toyengine.core.params.ParameterSet)")
+def check_model(model: Any, name: str) -> ToyModel:
+    """``model`` if it is a :class:`~toyengine.models.protocol.ToyModel`, else
+    :class:`ModelError` naming the members it lacks."""
+    missing = missing_members(model)
     if missing:
-        msg = (f"builder {name!r} returned a {type(model).__name__} without "
-               f"{', '.join(missing)} (the model protocol: docs/models.md)")
+        required = [m for m in missing if m in REQUIRED_MEMBERS]
+        hooks = [m for m in missing if m not in REQUIRED_MEMBERS]
+        what = "; ".join(
+            part for part in (
+                f"without {', '.join(required)}" if required else "",
+                f"without the optional members {', '.join(hooks)} (derive the model class "
+                "from toyengine.models.protocol.ToyModelBase for their defaults)"
+                if hooks else "")
+            if part)
+        msg = (f"builder {name!r} returned a {type(model).__name__} {what}: not a "
+               "toyengine.models.protocol.ToyModel (docs/models.md)")
         raise ModelError(msg)
     return model
 

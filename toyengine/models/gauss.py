@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.params import Parameter, ParameterSet
 from .options import BuilderOptions, Field, FiniteFloat
+from .protocol import ToyModelBase
 
 __all__ = ["GaussModel", "GaussOptions", "build_gauss"]
 
@@ -56,7 +57,7 @@ class _GaussNLL:
                          -q / sigma**3 + self.n / sigma])
 
 
-class GaussModel:
+class GaussModel(ToyModelBase):
     """Gaussian of mean ``mu`` and width ``sigma``; ``events`` values per toy."""
 
     def __init__(self, events: int, mu: float, sigma: float):

@@ -57,9 +57,10 @@ from ..core.resolution import (
 from ..core.shapes import Chebyshev, Exponential, PeakShape, PhaseSpacePolynomial, RelativisticBW
 from ..errors import ModelError, OptionError
 from .options import BuilderOptions, Field, FiniteFloat
+from .protocol import ToyModelBase
 
-__all__ = ["OPTIONS", "PARAMETER_KEYS", "SHAPES", "Mass1dOptions", "ShapeDecl", "ShapeParam",
-           "build_mass1d"]
+__all__ = ["OPTIONS", "PARAMETER_KEYS", "SHAPES", "Mass1dOptions", "MassModel", "ShapeDecl",
+           "ShapeParam", "build_mass1d"]
 
 #: top-level options of ``mass1d`` -> (required, meaning)
 OPTIONS: dict[str, tuple[bool, str]] = {
@@ -401,8 +402,14 @@ def _shape_options(decl: ShapeDecl, raw: Any, path: str) -> dict[str, Any]:
 
 
 # --- the builder ----------------------------------------------------------------------------
+class MassModel(Model1D, ToyModelBase):
+    """A :class:`~toyengine.core.model1d.Model1D` as a study model (``mass1d``, ``tcc``):
+    the :class:`~toyengine.models.protocol.ToyModel` defaults for what a 1-D mixture does not
+    define (no derived quantities, no GOF statistic, data from an ``.npz`` file)."""
+
+
 def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = None
-                 ) -> Model1D:
+                 ) -> MassModel:
     """Build a :class:`~toyengine.core.model1d.Model1D` from a declaration (see the module
     docstring, :data:`OPTIONS`, :data:`SHAPES` and ``docs/models.md``).
 
@@ -498,5 +505,5 @@ def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = N
     for k, n in enumerate(scan):
         if n not in params.names:
             raise OptionError(f"scan[{k}]", n, f"a declared parameter ({list(params.names)})")
-    return Model1D(observable, components, params, resolution, float(grid_step),
-                   scan_parameters=tuple(scan))
+    return MassModel(observable, components, params, resolution, float(grid_step),
+                     scan_parameters=tuple(scan))

@@ -24,10 +24,11 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..core.kinematics import MASSES_PDG2020 as M
-from ..core.model1d import Component, Model1D, Observable
+from ..core.model1d import Component, Observable
 from ..core.params import Parameter, ParameterSet
 from ..core.resolution import Resolution, default_tcc_resolution, tcc_alternative_resolutions
 from ..core.shapes import PhaseSpacePolynomial, RelativisticBW
+from .mass1d import MassModel
 from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
 
 __all__ = ["TCC_OFFSET", "ResolutionShape", "TccOptions", "UnitarisedOptions", "build_tcc"]
@@ -122,7 +123,7 @@ def _sphere_angles_for_flat(order: int) -> list[float]:
 
 
 def build_tcc(options: Mapping[str, Any] | None = None,
-              rng: np.random.Generator | None = None) -> Model1D:
+              rng: np.random.Generator | None = None) -> MassModel:
     """Build the T_cc+ model from ``options`` (declared by :class:`TccOptions`).
 
     Raises
@@ -192,5 +193,5 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         comps.append(Component("background3", "n_bkg3",
                                PhaseSpacePolynomial(tnames, TCC_OFFSET, (M_D0, M_D0, M_PI), lo, hi),
                                convolve=False))
-    return Model1D(obs, comps, ParameterSet(tuple(params)), reso, opts.grid_step,
-                   scan_parameters=scan)
+    return MassModel(obs, comps, ParameterSet(tuple(params)), reso, opts.grid_step,
+                     scan_parameters=scan)

@@ -33,6 +33,7 @@ from ..core.dalitz.model import Component, DalitzData, DalitzModel, RunSpec
 from ..core.params import Constraint, Parameter, ParameterSet
 from ..errors import ModelError
 from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
+from .protocol import ToyModelBase
 from .zc4100_maps import background_maps, efficiency_maps
 
 __all__ = ["KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "Zc4100Options", "build_zc4100"]
@@ -249,8 +250,10 @@ def _load_maps(opts: dict[str, Any]) -> dict[str, dict[str, SDPHistogram]]:
     return out
 
 
-class Zc4100Model(DalitzModel):
-    """The Zc(4100)⁻ Dalitz model with its goodness-of-fit statistic."""
+class Zc4100Model(DalitzModel, ToyModelBase):
+    """The Zc(4100)⁻ Dalitz model as a :class:`~toyengine.models.protocol.ToyModel`: the
+    fit fractions and data loading of :class:`DalitzModel`, its goodness-of-fit statistic,
+    and the Z_c mass and width as scan parameters of the nominal (H1) model."""
 
     def gof_statistic(self, data: DalitzData, values: np.ndarray) -> float:
         """Adaptive binned χ² with 12 × 12 equally populated SDP bins (Eur. Phys. J. C 78 (2018)
@@ -260,7 +263,7 @@ class Zc4100Model(DalitzModel):
 
 
 def build_zc4100(options: Mapping[str, Any] | None = None,
-                 rng: np.random.Generator | None = None) -> DalitzModel:
+                 rng: np.random.Generator | None = None) -> Zc4100Model:
     """Build a B0 → ηc K+ π− Dalitz model (LHCb, Eur. Phys. J. C 78 (2018) 1019, Sects. 5–7).
 
     Parameters
@@ -486,5 +489,5 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
                         name=f"zc4100[{hyp}]")
     model.options = opts  # type: ignore[attr-defined]
     # the Z_c mass and width exist only with a Z_c: the multi-start covers their range
-    model.scan_parameters = ("m_zc", "w_zc") if hyp == "nominal" else ()  # type: ignore[attr-defined]
+    model.scan_parameters = ("m_zc", "w_zc") if hyp == "nominal" else ()
     return model

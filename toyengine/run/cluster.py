@@ -673,9 +673,10 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
                     raise ClusterError(msg) from exc
                 if chunk_size is None and spec.chunk_size is None \
                         and not Location.of(store).exists(STATE_KEY):
+                    from ..study.plan import Plan
                     from ..study.show import estimate_cost
 
-                    t = estimate_cost(spec, toys=50,
+                    t = estimate_cost(Plan.of(spec), toys=50,
                                       budget=min(s.task_seconds, 2.0)).seconds_per_toy
                     chunk_size = farm_chunk_size(t, spec.toys, len(spec.variants), s.workers,
                                                  s.task_seconds, s.max_chunks)

@@ -34,14 +34,12 @@ import numpy as np
 
 from ..store.location import Location
 from ..store.status import write_status
+from ..study.kinds import kind_info
 from ..study.recipe import ChunkResult
 from ..study.show import format_seconds
 
 __all__ = ["LivePhysics", "Progress", "physics_text"]
 
-#: Kinds whose toys are generated under h0 and fitted with h0 and h1.
-_TEST_KINDS = ("significance", "jp_rejection")
-_ONE_DATA_SET_KINDS = ("template_smearing", "parameter_variation")
 _CL = 0.682689492137086
 
 
@@ -141,7 +139,7 @@ class LivePhysics:
 
     @property
     def _gen_h(self) -> int | None:
-        if self.kind in ("model_variation", *_ONE_DATA_SET_KINDS):
+        if kind_info(self.kind).systematic:
             return None  # shifts, not pulls
         return self.hypotheses.index(self.generate) if self.generate in self.hypotheses \
             else None
@@ -159,7 +157,8 @@ class LivePhysics:
                 pull = (a["value"][ok, gh, ip] - self.truth[v, ip]) / np.where(err > 0, err,
                                                                                np.nan)
                 self._pulls.setdefault(p, _Moments()).add(pull)
-        if self.h0 and self.h1 and self.kind in _TEST_KINDS:
+        kind = kind_info(self.kind)
+        if self.h0 and self.h1 and kind.toy_test:
             i0, i1 = self.hypotheses.index(self.h0), self.hypotheses.index(self.h1)
             both = valid[:, i0] & valid[:, i1]
             t = 2.0 * (a["nll"][both, i0] - a["nll"][both, i1])
@@ -167,11 +166,11 @@ class LivePhysics:
             self._t.add(t)
             if math.isfinite(self.observed_t):
                 self._exceed += int(np.count_nonzero(t >= self.observed_t))
-        if self.kind == "model_variation":
+        if kind.systematic and not kind.one_data_set:  # generated toys per variant
             ok = valid[:, 0]
             for p, ip in pidx.items():
                 self._values.setdefault((v, p), _Moments()).add(a["value"][ok, 0, ip])
-        if self.kind in _ONE_DATA_SET_KINDS:
+        if kind.one_data_set:
             ok = valid[:, -1]
             group = self.variant_groups[v]
             for p, ip in pidx.items():
@@ -192,7 +191,7 @@ class LivePhysics:
     def pvalue(self) -> dict[str, float] | None:
         """Running toy p-value of the observed t: ``{n, k, p, lo, hi, t_obs}``."""
         if not (self.h0 and self.h1 and math.isfinite(self.observed_t)) \
-                or self.kind not in _TEST_KINDS:
+                or not kind_info(self.kind).toy_test:
             return None
         from scipy import stats
 
@@ -206,7 +205,8 @@ class LivePhysics:
     def shifts(self) -> dict[str, dict[str, dict[str, float]]]:
         """Running systematic shifts: ``{poi: {variant or group: {shift, error, n}}}``."""
         out: dict[str, dict[str, dict[str, float]]] = {}
-        if self.kind == "model_variation":
+        kind = kind_info(self.kind)
+        if kind.systematic and not kind.one_data_set:
             for p in self.poi:
                 nom = self._values.get((0, p))
                 if nom is None or nom.n == 0:
@@ -231,7 +231,7 @@ class LivePhysics:
         pv = self.pvalue()
         if pv is not None:
             out["pvalue"] = pv
-        if self._t.n and self.kind in _TEST_KINDS:
+        if self._t.n and kind_info(self.kind).toy_test:
             out["t"] = {"n": self._t.n, "mean": self._t.mean, "std": self._t.std}
         sh = self.shifts()
         if sh:
@@ -261,7 +261,7 @@ def physics_text(d: dict[str, Any], kind: str = "") -> str:
         top = sorted(rows.items(), key=lambda kv: -abs(kv[1]["shift"])
                      if kv[1]["shift"] is not None and math.isfinite(kv[1]["shift"])
                      else 0.0)[:3]
-        what = "RMS shift" if kind in _ONE_DATA_SET_KINDS else "shift"
+        what = "RMS shift" if kind_info(kind).random_draws else "shift"
         parts.append(f"{what} {labels.get(p, p)}: " + ", ".join(
             f"{k} {_num(r['shift'], 2)}" + (f"±{_num(r['error'], 1)}"
                                             if r["error"] is not None

@@ -2,8 +2,9 @@
 
 Tasks are pure (``run_chunk``) and seeded from ``(root_seed, variant, toy)``, so a task
 that is retried after a worker dies, or re-run after the client dies, produces identical
-numbers. The study is shipped to the workers once (a worker plugin, which also reaches
-workers that join later); each task then writes its chunk's region of the store and the
+numbers. The study's :class:`~toyengine.study.plan.Plan` is built once, creates the store,
+and is shipped to the workers once (a worker plugin, which also reaches workers that join
+later); each task then writes its chunk's region of the store and the
 chunk's done marker itself, and the client only counts completions. For a store that only
 the client can reach (a local path with workers on other machines) the client writes
 instead (``write="client"``; chosen automatically, said in the run report). The whole run
@@ -39,10 +40,12 @@ from ..store.results import (
     unmark,
     write_chunk,
 )
-from ..study.recipe import Chunk, ChunkResult, param_axis, param_labels, run_chunk
-from ..study.reference import check_degenerate, generator_model
+from ..study.kinds import kind_info
+from ..study.plan import Chunk, Plan
+from ..study.recipe import ChunkResult, run_chunk
+from ..study.reference import check_degenerate
 from ..study.show import estimate_cost
-from ..study.spec import StudySpec, build_model
+from ..study.spec import StudySpec
 from .live import LivePhysics, Progress, live_part
 from .preflight import (
     CONNECT_TIMEOUT,
@@ -111,29 +114,6 @@ def auto_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_worker
     return int(max(1, size, min(by_count, max(toys, 1))))
 
 
-def _truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    truth = np.full((len(spec.variants), len(params)), np.nan)
-    for v in spec.variants:
-        gen = generator_model(spec, v)
-        for n, val in zip(gen.parameters.names, gen.parameters.values, strict=True):
-            truth[v.index, params.index(n)] = val
-        if hasattr(gen, "derived"):  # e.g. the generated fit fractions
-            for n, val in zip(gen.derived_names, gen.derived(gen.parameters.values),
-                              strict=True):
-                truth[v.index, params.index(n)] = val
-    reference = truth[0].copy()
-    ref_model = build_model(spec, spec.variants[0], spec.hypotheses[0])
-    base = spec.variants[0]
-    if base.patches:  # the reference is the unpatched first hypothesis
-        from dataclasses import replace
-
-        ref_model = build_model(spec, replace(base, patches={}, random=False, index=0),
-                                spec.hypotheses[0])
-    for n, val in zip(ref_model.parameters.names, ref_model.parameters.values, strict=True):
-        reference[params.index(n)] = val
-    return truth, reference
-
-
 def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
     """The plug-in modules the study's builders need on every worker."""
     from ..models import plugin_module
@@ -175,9 +155,10 @@ def check_workers_import(client: Any, spec: StudySpec) -> None:
         raise ClusterError(msg)
 
 
-def _live_physics(spec: StudySpec, params: tuple[str, ...], info: StoreInfo) -> LivePhysics:
+def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
     """The running-physics accumulator of a run, from the store's truth and labels."""
-    names = list(params)
+    spec = plan.spec
+    names = list(plan.params)
     labels = list(names)
     group = info.group
     if "param_label" in group and "param_unit" in group:
@@ -237,25 +218,25 @@ def _store_mismatch(store: Location, info: StoreInfo, spec: StudySpec) -> str:
             "that made it")
 
 
-#: studies shipped to this process by :class:`StudyPlugin` (name → (spec, params))
-_SHIPPED: dict[str, tuple[StudySpec, tuple[str, ...]]] = {}
+#: study plans shipped to this process by :class:`StudyPlugin` (name → plan)
+_SHIPPED: dict[str, Plan] = {}
 
 
 class StudyPlugin(WorkerPlugin):
-    """Worker plugin carrying the study to every worker once (including workers that join
-    later), instead of with every task."""
+    """Worker plugin carrying the study's plan to every worker once (including workers
+    that join later), instead of with every task."""
 
-    def __init__(self, name: str, spec: StudySpec, params: tuple[str, ...]):
-        self.name, self.spec, self.params = name, spec, params
+    def __init__(self, name: str, plan: Plan):
+        self.name, self.plan = name, plan
 
     def setup(self, worker: Any = None) -> None:
-        _SHIPPED[self.name] = (self.spec, self.params)
+        _SHIPPED[self.name] = self.plan
 
     def teardown(self, worker: Any = None) -> None:
         _SHIPPED.pop(self.name, None)
 
 
-def _shipped(name: str) -> tuple[StudySpec, tuple[str, ...]]:
+def _shipped(name: str) -> Plan:
     try:
         return _SHIPPED[name]
     except KeyError:
@@ -265,16 +246,14 @@ def _shipped(name: str) -> tuple[StudySpec, tuple[str, ...]]:
 
 def chunk_task(name: str, chunk: Chunk) -> ChunkResult:
     """Task (client writes): run the chunk, return its arrays."""
-    spec, params = _shipped(name)
-    return run_chunk(spec, chunk, params)
+    return run_chunk(_shipped(name), chunk)
 
 
 def chunk_write_task(name: str, chunk: Chunk, loc: Location, toys: int,
                      chunk_size: int) -> ChunkResult:
     """Task (workers write): run the chunk, write its region and done marker; returns
     only what the client's progress needs (:func:`~toyengine.run.live.live_part`)."""
-    spec, params = _shipped(name)
-    res = run_chunk(spec, chunk, params)
+    res = run_chunk(_shipped(name), chunk)
     write_chunk(loc, res, toys, chunk_size)
     return live_part(res)
 
@@ -373,7 +352,8 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
     loc = Location.of(store, storage_options)
     if loc.is_local:  # the path as given, for the message; file:// URLs by their path
         check_store_path(loc.url if "://" not in loc.url else loc.root)
-    params = param_axis(spec)
+    plan = Plan.of(spec)
+    params = plan.params
     degenerate = check_degenerate(spec)  # warns, naming both variants, before any task
     own_client = client is None
     cluster = None
@@ -410,8 +390,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                 if chunk_size is None or progress is not None:
                     # timed toys: size the chunks and tell the user what the run costs
                     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                    cost = estimate_cost(spec, toys=50, budget=1.0, workers=n_workers,
-                                         params=params)
+                    cost = estimate_cost(plan, toys=50, budget=1.0, workers=n_workers)
                     check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
                                      len(params), yes, cost.seconds_per_toy)
                     if progress is not None:
@@ -419,9 +398,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                     if chunk_size is None:
                         chunk_size = auto_chunk_size(cost.seconds_per_toy, spec.toys,
                                                      len(spec.variants), n_workers)
-                truth, reference = _truth_and_reference(spec, params)
-                create_store(loc, spec, params, truth, reference, chunk_size, degenerate,
-                             labels=param_labels(spec, params))
+                create_store(loc, plan, chunk_size, degenerate)
                 info = StoreInfo(loc)
             problems = check_chunks(info)
             report_repaired = [p.describe(info.variant_names) for p in problems]
@@ -445,10 +422,10 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                                "already done\n")
             bar = Progress(spec.name, spec.kind, total_toys,
                            sum(c.size for c in chunks if done[c.index]), progress,
-                           physics=_live_physics(spec, params, info), status=loc)
+                           physics=_live_physics(plan, info), status=loc)
             try:
-                _submit_and_collect(client, spec, params, pending, loc, info, mode, bar,
-                                    report, worker_timeout)
+                _submit_and_collect(client, plan, pending, loc, info, mode, bar, report,
+                                    worker_timeout)
             except KeyboardInterrupt:
                 interrupted = True
             else:
@@ -495,16 +472,16 @@ def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:
             signal.signal(signal.SIGINT, old)
 
 
-def _submit_and_collect(client: Any, spec: StudySpec, params: tuple[str, ...],
-                        pending: list[Chunk], loc: Location, info: StoreInfo, mode: str,
-                        bar: Progress, report: RunReport, worker_timeout: float) -> None:
+def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Location,
+                        info: StoreInfo, mode: str, bar: Progress, report: RunReport,
+                        worker_timeout: float) -> None:
     from distributed import as_completed
 
     if not pending:
         return
-    tag = f"{spec.digest[:12]}-{info.toys}"
+    tag = f"{plan.spec.digest[:12]}-{info.toys}"
     name = f"toyengine-study-{tag}"
-    client.register_plugin(StudyPlugin(name, spec, params), name=name)
+    client.register_plugin(StudyPlugin(name, plan), name=name)
     keys = [f"toyengine-{tag}-chunk-{c.index}" for c in pending]
     if mode == "workers":
         n = len(pending)
@@ -621,7 +598,7 @@ def run_to_precision(spec: StudySpec, store: str | Path, precision: float, max_t
     from ..summary.teststat import test_statistic
 
     t_obs = float(spec.test.get("observed", math.nan))
-    if spec.kind != "significance" or not math.isfinite(t_obs):
+    if not kind_info(spec.kind).nested_test or not math.isfinite(t_obs):
         msg = ("--precision needs a significance study with test.observed (the t whose toy "
                "p-value it targets)")
         raise ToyEngineError(msg)

@@ -1,5 +1,5 @@
 """The result store (zarr v3 in xarray's encoding; layout in ``docs/store-format.md``):
-:mod:`.results` (schema, create/extend, chunk writes, integrity), :mod:`.location` (paths and
+:mod:`.results` (create/extend, chunk writes, integrity), :mod:`.location` (paths and
 fsspec URLs), :mod:`.lease` (one run per store at a time)."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from .results import (
     create_store,
     extend_store,
     open_results,
-    plan_chunks,
     unmark,
     verify_store,
     write_chunk,
@@ -20,5 +19,5 @@ from .results import (
 from .status import read_status, write_status
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
-           "extend_store", "open_results", "plan_chunks", "read_status", "unmark",
+           "extend_store", "open_results", "read_status", "unmark",
            "verify_store", "write_chunk", "write_status"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,30 +27,18 @@ import zarr
 
 from .._version import __version__
 from ..errors import StoreError
-from ..study.recipe import Chunk, ChunkResult, scan_plan
+from ..study.plan import Chunk, Plan, plan_chunks
+from ..study.recipe import ChunkResult
+from ..study.schema import RECORD_FIELDS, field
 from ..study.spec import StudySpec
 from .lease import LEASE_KEY
 from .location import Location
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
-           "extend_store", "open_results", "plan_chunks", "spec_of_store", "unmark",
-           "verify_store", "write_chunk"]
+           "extend_store", "open_results", "spec_of_store", "unmark", "verify_store",
+           "write_chunk"]
 
 FORMAT_VERSION = 2
-#: variables with dims (variant, toy, ...) written per chunk
-TOY_VARS = {
-    "value": ("hypothesis", "param"), "error": ("hypothesis", "param"),
-    "minos_lower": ("hypothesis", "param"), "minos_upper": ("hypothesis", "param"),
-    "nll": ("hypothesis",), "valid": ("hypothesis",), "edm": ("hypothesis",),
-    "nfcn": ("hypothesis",), "fit_time": ("hypothesis",), "status": ("hypothesis",),
-    "gof": ("hypothesis",), "n_best": ("hypothesis",), "global_obs": ("param",), "n_events": (),
-}
-_FILL = {"valid": False, "nfcn": 0, "status": 0, "n_best": 0, "n_events": -1}
-_DTYPE = {"valid": bool, "nfcn": np.int64, "status": np.int8, "n_best": np.int64,
-          "n_events": np.int64}
-#: per-toy variables only some studies have (``scan_t``: look-elsewhere scans)
-OPTIONAL_VARS = {"scan_t": ("scan_point",)}
-_ALL_VARS = {**TOY_VARS, **OPTIONAL_VARS}
 CHUNK_VARS = ("chunk_variant", "chunk_start", "chunk_stop")
 #: control objects (not zarr nodes): commit record, interrupted-creation and
 #: interrupted-extension records, one done marker per chunk, the lease
@@ -76,28 +64,6 @@ def _codecs() -> tuple[Any, ...]:
     return (ZstdCodec(), Crc32cCodec())
 
 
-def plan_chunks(n_variants: int, toys: int, chunk_size: int, start: int = 0,
-                first_index: int = 0) -> list[Chunk]:
-    """Chunks of at most ``chunk_size`` toys covering toys ``[start, toys)`` of every
-    variant; chunks never span two variants."""
-    out = []
-    idx = first_index
-    for v in range(n_variants):
-        for a in range(start, toys, chunk_size):
-            out.append(Chunk(idx, v, a, min(a + chunk_size, toys)))
-            idx += 1
-    return out
-
-
-def _toy_vars(spec: StudySpec) -> tuple[dict[str, tuple[str, ...]], int]:
-    """The per-toy variables of ``spec``'s store and its number of scan points: ``scan_t``
-    (dims ``variant, toy, scan_point``) only for a study with a look-elsewhere scan."""
-    plan = scan_plan(spec)
-    if plan is None:
-        return TOY_VARS, 0
-    return {**TOY_VARS, **OPTIONAL_VARS}, len(plan[1])
-
-
 def _extension_chunks(n_variants: int, old: int, new: int, chunk_size: int,
                       first_index: int) -> list[Chunk]:
     """The chunks appended when a store grows from ``old`` to ``new`` toys per variant.
@@ -107,42 +73,33 @@ def _extension_chunks(n_variants: int, old: int, new: int, chunk_size: int,
     return plan_chunks(n_variants, new, chunk_size, start=aligned, first_index=first_index)
 
 
-def _chunk_vars(sizes: dict[str, int], toy_vars: dict[str, tuple[str, ...]],
-                ) -> dict[str, tuple[tuple[str, ...], Any, Any]]:
-    """name → (dims, shape, dtype) of every toy variable."""
-    out = {}
-    for name, extra in toy_vars.items():
-        dims = ("variant", "toy", *extra)
-        out[name] = (dims, tuple(sizes[d] for d in dims), np.dtype(_DTYPE.get(name, float)))
-    return out
-
-
 def chunk_key(name: str, chunk: Chunk, chunk_size: int) -> str:
     """The object that holds chunk ``chunk`` of toy variable ``name``."""
     return (f"{name}/c/{chunk.variant}/{chunk.start // chunk_size}"
-            + "/0" * len(_ALL_VARS[name]))
+            + "/0" * len(field(name).dims))
 
 
 def toy_var_names(group: zarr.Group) -> tuple[str, ...]:
-    """The per-toy variables present in a store's group (:data:`TOY_VARS`, and those of
-    :data:`OPTIONAL_VARS` its study has)."""
+    """The per-toy variables present in a store's group: the fields of
+    :data:`~toyengine.study.schema.RECORD_FIELDS` its study has, in schema order."""
     present = set(group.array_keys())
-    return tuple(name for name in _ALL_VARS if name in present)
+    return tuple(f.name for f in RECORD_FIELDS if f.name in present)
 
 
-def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence[str],
-                 truth: np.ndarray, reference: np.ndarray, chunk_size: int,
-                 degenerate: Sequence[tuple[str, str]] = (),
-                 labels: Mapping[str, tuple[str, str]] | None = None) -> list[Chunk]:
-    """Create an empty store for ``spec`` from metadata (no toy is materialised); returns
+def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
+                 degenerate: Sequence[tuple[str, str]] = ()) -> list[Chunk]:
+    """Create an empty store for ``plan`` from metadata (no toy is materialised); returns
     its chunks. The caller holds the store's lease. A store left half-created by a killed
-    creation is removed first; anything else at the location is refused. ``degenerate``:
-    (variant, same-density variant) pairs, recorded as an attribute. ``labels`` maps
-    parameter names to ``(display label, unit)``
-    (:func:`toyengine.study.recipe.param_labels`), stored as the ``param_label`` and
-    ``param_unit`` coordinates; default the names and no units."""
+    creation is removed first; anything else at the location is refused.
+
+    The per-toy variables are the plan's record fields; ``truth`` and ``reference`` its
+    values; the ``param_label`` and ``param_unit`` coordinates its labels. ``degenerate``:
+    (variant, same-density variant) pairs, recorded as an attribute.
+    """
     import dask.array as da
 
+    spec, params, labels = plan.spec, plan.params, plan.labels
+    truth, reference = plan.truth_and_reference
     loc = Location.of(store)
     if loc.exists(STATE_KEY):
         msg = f"store {loc} already exists"
@@ -153,20 +110,21 @@ def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence
     loc.write_json(CONTROL_GROUP_KEY, {"zarr_format": 3, "node_type": "group",
                                        "attributes": {}})
     _step("create:begin")
-    nv, nh, npar = len(spec.variants), len(spec.hypotheses), len(params)
-    chunks = plan_chunks(nv, spec.toys, chunk_size)
-    toy_vars, n_scan = _toy_vars(spec)
-    sizes = {"variant": nv, "toy": spec.toys, "hypothesis": nh, "param": npar,
-             "scan_point": n_scan}
+    nv = len(spec.variants)
+    chunks = plan.chunks(chunk_size)
+    sizes = {"variant": nv, "toy": spec.toys, **plan.sizes}
     data: dict[str, Any] = {}
     encoding: dict[str, dict[str, Any]] = {}
-    for name, (dims, shape, dtype) in _chunk_vars(sizes, toy_vars).items():
+    for f in plan.fields:
+        dims = ("variant", "toy", *f.dims)
+        shape = tuple(sizes[d] for d in dims)
         chunking = (1, max(1, min(chunk_size, spec.toys)), *shape[2:])
         # one (never computed) dask block per variable: writes the metadata only, and
         # the dask graph stays a dozen tasks however many chunks the store has
-        data[name] = xr.Variable(dims, da.full(shape, _FILL.get(name, np.nan), dtype=dtype,
-                                               chunks=shape))
-        encoding[name] = {"chunks": chunking, "compressors": _codecs()}
+        data[f.name] = xr.Variable(dims, da.full(shape, f.fill, dtype=f.dtype, chunks=shape))
+        encoding[f.name] = {"chunks": chunking, "compressors": _codecs()}
+        if f.dtype.kind in "biu":  # zarr's fill value (floats: NaN, xarray's default)
+            encoding[f.name]["fill_value"] = f.fill
     data["truth"] = xr.Variable(("variant", "param"), np.asarray(truth, dtype=float))
     data["reference"] = xr.Variable(("param",), np.asarray(reference, dtype=float))
     table = {"chunk_variant": [c.variant for c in chunks],
@@ -182,10 +140,8 @@ def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence
         "toy": np.arange(spec.toys),
         "hypothesis": np.array(spec.hypotheses, dtype=object),
         "param": np.array(params, dtype=object),
-        "param_label": ("param", np.array([(labels or {}).get(p, (p, ""))[0] for p in params],
-                                          dtype=object)),
-        "param_unit": ("param", np.array([(labels or {}).get(p, (p, ""))[1] for p in params],
-                                         dtype=object)),
+        "param_label": ("param", np.array([labels[p][0] for p in params], dtype=object)),
+        "param_unit": ("param", np.array([labels[p][1] for p in params], dtype=object)),
     }
     encoding["toy"] = {"chunks": (_COORD_CHUNK,)}
     test = spec.test
@@ -212,18 +168,12 @@ def create_store(store: str | Path | Location, spec: StudySpec, params: Sequence
         "fit_hesse": int(spec.fit["hesse"]),
         "study_dir": str(spec.base_dir),
     }
-    plan = scan_plan(spec)
-    if plan is not None:
-        from ..study.recipe import lee_local_dof
-        from ..study.spec import build_model
-
-        h1 = build_model(spec, spec.variants[0], spec.test["h1"])
-        h0 = build_model(spec, spec.variants[0], spec.test["h0"])
-        dof, one_sided = lee_local_dof(h1, set(h0.parameters.names))
-        attrs.update({"scan_parameters": " ".join(plan[0]),
-                      "scan_grid": [int(k) for k in spec.fit["scan"]["grid"]],
-                      "lee_dof": dof, "lee_one_sided": int(one_sided)})
-        data["scan_points"] = xr.Variable(("scan_point", "scan_parameter"), plan[1])
+    scan = plan.scan
+    if scan is not None:
+        attrs.update({"scan_parameters": " ".join(scan.names),
+                      "scan_grid": list(scan.grid),
+                      "lee_dof": scan.lee_dof, "lee_one_sided": int(scan.lee_one_sided)})
+        data["scan_points"] = xr.Variable(("scan_point", "scan_parameter"), scan.points)
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
     ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,

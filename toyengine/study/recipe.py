@@ -1,8 +1,11 @@
 """The one toy recipe behind every study kind, and ``run_chunk`` — pure and Dask-free.
 
-A model may also define ``derived_names``/``derived(values)`` (quantities computed from the
-fitted values, e.g. Dalitz fit fractions; stored as extra ``param`` entries with NaN error)
-and ``gof_statistic(data, values)`` (recorded in ``gof`` for kind ``goodness_of_fit``).
+Models satisfy :class:`~toyengine.models.protocol.ToyModel`: besides ``sample`` and ``nll``,
+their derived quantities (``derived_names``/``derived(values)``, e.g. Dalitz fit fractions)
+are stored as extra ``param`` entries with NaN error, and their ``gof_statistic(data,
+values)`` is recorded in ``gof`` for the kinds that record one. What a chunk writes is the
+record schema of :mod:`toyengine.study.schema`; what the kind means comes from the
+:class:`~toyengine.study.plan.Plan`.
 
 ::
 
@@ -23,40 +26,26 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..core.fit import STATUS_EXCEPTION, fit
+from ..core.fit import FitResult, FitStatus, fit
 from ..errors import FitFailureWarning, ModelError
+from ..models.protocol import ToyModel
+from .plan import Chunk, Plan, param_axis
 from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["Chunk", "ChunkResult", "global_observables", "lee_local_dof", "param_axis",
-           "param_labels", "run_chunk", "scan_plan", "toy_data", "toy_nll"]
-
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Toys ``[start, stop)`` of variant ``variant``; ``index`` is its slot in the store."""
-
-    index: int
-    variant: int
-    start: int
-    stop: int
-
-    @property
-    def size(self) -> int:
-        return self.stop - self.start
+__all__ = ["ChunkResult", "global_observables", "run_chunk", "toy_data", "toy_nll"]
 
 
 @dataclass
 class ChunkResult:
-    """Plain arrays for one chunk (fixed schema, see docs/store-format.md)."""
+    """Plain arrays for one chunk: the fields of its plan
+    (:data:`toyengine.study.schema.RECORD_FIELDS`), leading dimension the chunk's toys."""
 
     chunk: Chunk
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
@@ -64,42 +53,7 @@ class ChunkResult:
 
     @property
     def n_failed(self) -> int:
-        return int(np.sum(self.arrays["status"] != 1))
-
-
-def param_axis(spec: StudySpec) -> tuple[str, ...]:
-    """Union of the parameter names of the generator and every hypothesis, over the
-    variants (random variants share the names of their first member)."""
-    names: list[str] = []
-    seen_random = False
-    for v in spec.variants:
-        if v.random:
-            if seen_random:
-                continue
-            seen_random = True
-        for m in (*spec.hypotheses, v.generate):
-            model = build_model(spec, v, m)
-            for n in (*model.parameters.names, *getattr(model, "derived_names", ())):
-                if n not in names:
-                    names.append(n)
-    return tuple(names)
-
-
-def param_labels(spec: StudySpec, params: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """``{name: (label, unit)}`` for ``params`` from the models' :class:`Parameter`
-    declarations (first model that declares the name wins; derived quantities and
-    parameters without a label get their name and no unit)."""
-    out: dict[str, tuple[str, str]] = {}
-    seen: set[str] = set()
-    for v in spec.variants:
-        if seen >= set(params):
-            break
-        for m in (v.generate, *spec.hypotheses):
-            for p in build_model(spec, v, m).parameters:
-                seen.add(p.name)
-                if p.name not in out and (p.label or p.unit):
-                    out[p.name] = (p.label or p.name, p.unit)
-    return {n: out.get(n, (n, "")) for n in params}
+        return int(np.sum(self.arrays["status"] != FitStatus.VALID))
 
 
 def _n_events(data: Any) -> int:
@@ -112,33 +66,21 @@ def _n_events(data: Any) -> int:
         return -1
 
 
-def _fit_order(spec: StudySpec) -> list[int]:
-    """Hypothesis indices in fitting order: for a nested test (kind ``significance``) the
-    null hypothesis first, so that its minimum can start the alternative's fit."""
-    order = list(range(len(spec.hypotheses)))
-    h0 = spec.test.get("h0")
-    if spec.kind == "significance" and h0 in spec.hypotheses:
-        i0 = spec.hypotheses.index(h0)
-        order.remove(i0)
-        order.insert(0, i0)
-    return order
-
-
-def _nested_starts(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any],
-                   h: int) -> list[np.ndarray]:
+def _nested_starts(pair: tuple[int, int] | None, hyps: list[ToyModel],
+                   fitted: dict[int, FitResult], h: int) -> list[np.ndarray]:
     """The null minimum embedded in the alternative model, as an extra start of its fit.
 
-    For a nested test (kind ``significance``) the alternative ``h1`` contains the null
+    For a nested test (``pair``: the indices of ``h0`` and ``h1``,
+    :attr:`~toyengine.study.plan.Plan.nested_pair`) the alternative ``h1`` contains the null
     ``h0``: shared parameters take their fitted ``h0`` values, the parameters of ``h1``
     alone are set to 0 where their limits allow (the signal yield or amplitude; the model
     then equals ``h0``) and keep their nominal value otherwise (the scan parameters, which
     do not exist under ``h0``). MIGRAD only descends from there, so the ``h1`` minimum
     cannot end above the ``h0`` one and t = 2 (nll_h0 − nll_h1) ≥ 0 up to the tolerance.
     """
-    if spec.kind != "significance" or spec.test.get("h1") != spec.hypotheses[h]:
+    if pair is None or h != pair[1]:
         return []
-    i0 = spec.hypotheses.index(spec.test["h0"])
-    r0 = fitted.get(i0)
+    r0 = fitted.get(pair[0])
     if r0 is None or not math.isfinite(r0.nll):
         return []
     null = dict(zip(r0.names, r0.values, strict=True))
@@ -153,42 +95,31 @@ def _nested_starts(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any],
     return [np.array(x, dtype=float)]
 
 
-def _null_embedding(model: Any, null_names: set[str]) -> dict[str, float]:
+def _null_embedding(model: ToyModel, null_names: set[str]) -> dict[str, float]:
     """Parameters of an alternative model that are absent from the null and set to 0 to
     recover it (free, not scan parameters, 0 within their limits): the signal yield or
     amplitude."""
-    scan = set(getattr(model, "scan_parameters", ()))
+    scan = set(model.scan_parameters)
     return {p.name: 0.0 for p in model.parameters
             if p.name not in null_names and p.name not in scan and not p.fixed
             and p.limits[0] <= 0.0 <= p.limits[1]}
 
 
-def _signal_strengths(model: Any, null_names: set[str]) -> list[str]:
+def _signal_strengths(model: ToyModel, null_names: set[str]) -> list[str]:
     """The parameters of :func:`_null_embedding` bounded at zero (a yield, a magnitude; a
     free phase is not one): all at zero, the alternative model is the null."""
     return [n for n in _null_embedding(model, null_names)
             if 0.0 in model.parameters[n].limits]
 
 
-def lee_local_dof(model: Any, null_names: set[str]) -> tuple[int, bool]:
-    """Degrees of freedom of t at fixed scan parameters (the free parameters of the
-    alternative alone, scan parameters excluded) and whether the local statistic is
-    one-sided (a single yield bounded at zero: ½ χ²_1, Chernoff 1954)."""
-    scan = set(getattr(model, "scan_parameters", ()))
-    extra = [p for p in model.parameters
-             if p.name not in null_names and p.name not in scan and not p.fixed]
-    one_sided = len(extra) == 1 and 0.0 in extra[0].limits
-    return len(extra), one_sided
-
-
-def _collapse_to_null(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any], h: int,
-                      res: Any) -> Any:
+def _collapse_to_null(pair: tuple[int, int] | None, hyps: list[ToyModel],
+                      fitted: dict[int, FitResult], h: int, res: FitResult) -> FitResult:
     """An alternative fit that ended with its signal fixed at zero *is* the null model: its
     minimum over the remaining parameters is the null fit's, so it takes the null's −ln L
     (t = 0 exactly, rather than minimiser noise of either sign)."""
-    if spec.kind != "significance" or spec.test.get("h1") != spec.hypotheses[h]:
+    if pair is None or h != pair[1]:
         return res
-    r0 = fitted.get(spec.hypotheses.index(spec.test["h0"]))
+    r0 = fitted.get(pair[0])
     if r0 is None or not math.isfinite(r0.nll):
         return res
     zero = _signal_strengths(hyps[h], set(r0.names))
@@ -200,37 +131,8 @@ def _collapse_to_null(spec: StudySpec, hyps: list[Any], fitted: dict[int, Any], 
     return res
 
 
-def scan_plan(spec: StudySpec) -> tuple[tuple[str, ...], np.ndarray] | None:
-    """The look-elsewhere scan of a significance study (``fit.scan``), or None.
-
-    Returns the alternative model's scan parameters and the grid points, shape
-    ``(n_points, n_scan)``: ``grid[i]`` bin centres spanning parameter ``i``'s limits, the
-    first parameter varying slowest (C order, so ``scan_t`` reshapes to ``grid``).
-    """
-    scan = spec.fit.get("scan")
-    if not scan:
-        return None
-    h1 = build_model(spec, spec.variants[0], spec.test["h1"])
-    names = tuple(n for n in getattr(h1, "scan_parameters", ())
-                  if not h1.parameters[n].fixed)
-    grid = scan["grid"]
-    if len(names) != len(grid):
-        msg = (f"fit.scan.grid has {len(grid)} entries but the model {spec.test['h1']!r} has "
-               f"the free scan parameters {names}")
-        raise ModelError(msg)
-    axes = []
-    for n, k in zip(names, grid, strict=True):
-        lo, hi = h1.parameters[n].limits
-        if not (math.isfinite(lo) and math.isfinite(hi)):
-            msg = f"fit.scan: scan parameter {n!r} needs finite limits, has {(lo, hi)}"
-            raise ModelError(msg)
-        axes.append(lo + (np.arange(k) + 0.5) * (hi - lo) / k)
-    mesh = np.meshgrid(*axes, indexing="ij")
-    return names, np.stack([m.ravel() for m in mesh], axis=1)
-
-
-def _scan_toy(model: Any, nll: Any, names: tuple[str, ...], points: np.ndarray,
-              r0: Any, nll0: float, spec: StudySpec) -> np.ndarray:
+def _scan_toy(model: ToyModel, nll: Any, names: tuple[str, ...], points: np.ndarray,
+              r0: FitResult | None, nll0: float, spec: StudySpec) -> np.ndarray:
     """``t(θ) = 2 (nll_h0 − nll_h1(θ))`` at each scan point θ, the other parameters fitted
     from the null minimum with the signal at its nominal start (one start per point;
     a signal ending at zero is refitted fixed there, giving t = 0)."""
@@ -378,40 +280,27 @@ def toy_nll(spec: StudySpec, toy: int, hypothesis: str, values: np.ndarray,
     return float(nll(np.asarray(values, dtype=float)))
 
 
-def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = None) -> ChunkResult:
+def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     """Run the toys of one chunk and return their records (pure: same input, same output).
 
-    ``params`` is the store's parameter axis (computed from the spec if not given).
+    Parameters
+    ----------
+    plan : Plan
+        The study's plan (:meth:`Plan.of <toyengine.study.plan.Plan.of>`): its spec, kind
+        rules, parameter axis, look-elsewhere scan and record fields.
+    chunk : Chunk
+        The toys ``[chunk.start, chunk.stop)`` of variant ``chunk.variant``.
     """
     t0 = time.perf_counter()
-    params = param_axis(spec) if params is None else params
+    spec, params = plan.spec, plan.params
     pindex = {n: i for i, n in enumerate(params)}
     v = spec.variants[chunk.variant]
     hyps = [build_model(spec, v, h) for h in spec.hypotheses]
     gen = generator_model(spec, v)
     fixed = load_fixed_data(spec, gen)
-    n, nh, npar = chunk.size, len(hyps), len(params)
-    a = {
-        "value": np.full((n, nh, npar), np.nan),
-        "error": np.full((n, nh, npar), np.nan),
-        "minos_lower": np.full((n, nh, npar), np.nan),
-        "minos_upper": np.full((n, nh, npar), np.nan),
-        "nll": np.full((n, nh), np.nan),
-        "valid": np.zeros((n, nh), dtype=bool),
-        "edm": np.full((n, nh), np.nan),
-        "nfcn": np.zeros((n, nh), dtype=np.int64),
-        "fit_time": np.full((n, nh), np.nan),
-        "status": np.zeros((n, nh), dtype=np.int8),
-        "gof": np.full((n, nh), np.nan),
-        "n_best": np.zeros((n, nh), dtype=np.int64),
-        "global_obs": np.full((n, npar), np.nan),
-        "n_events": np.full(n, -1, dtype=np.int64),
-    }
-    order = _fit_order(spec)
-    plan = scan_plan(spec)
-    if plan is not None:
-        a["scan_t"] = np.full((n, len(plan[1])), np.nan)
-        scan_toys = spec.fit["scan"]["toys"]
+    a = plan.empty_records(chunk.size)
+    pair = plan.nested_pair
+    scan = plan.scan
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
         try:
@@ -420,30 +309,30 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
         except Exception as exc:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)
-            a["status"][i] = STATUS_EXCEPTION
+            a["status"][i] = FitStatus.EXCEPTION
             continue
         a["n_events"][i] = _n_events(data)
         gobs = (global_observables(spec, v, t, params) if fixed is None
                 else _nominal_global_observables(spec, v, params))
         a["global_obs"][i] = gobs
-        fitted: dict[int, Any] = {}
-        for h in order:
+        fitted: dict[int, FitResult] = {}
+        for h in plan.fit_order:
             model = hyps[h]
             try:
                 nll = _with_global_observables(model.nll(data), model.parameters, gobs,
                                                pindex)
-                extra = _nested_starts(spec, hyps, fitted, h)
+                extra = _nested_starts(pair, hyps, fitted, h)
                 res = fit(nll, model.parameters, starts=spec.fit["starts"],
                           rng=fit_rng(spec.seed, t, h, vkey),
                           minos=spec.fit["minos"], strategy=spec.fit["strategy"],
-                          hesse=spec.fit["hesse"],
-                          scan=getattr(model, "scan_parameters", ()), extra_starts=extra)
-                res = _collapse_to_null(spec, hyps, fitted, h, res)
+                          hesse=spec.fit["hesse"], scan=model.scan_parameters,
+                          extra_starts=extra)
+                res = _collapse_to_null(pair, hyps, fitted, h, res)
                 fitted[h] = res
             except Exception as exc:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
-                a["status"][i, h] = STATUS_EXCEPTION
+                a["status"][i, h] = FitStatus.EXCEPTION
                 continue
             cols = [pindex[nm] for nm in res.names]
             a["value"][i, h, cols] = res.values
@@ -458,24 +347,21 @@ def run_chunk(spec: StudySpec, chunk: Chunk, params: tuple[str, ...] | None = No
             a["fit_time"][i, h] = res.time
             a["status"][i, h] = res.status
             a["n_best"][i, h] = res.n_best
-            derived = getattr(model, "derived", None)
-            if derived is not None and res.valid:
+            if model.derived_names and res.valid:
                 # derived quantities (e.g. fit fractions): value only, error NaN
                 try:
                     dcols = [pindex[nm] for nm in model.derived_names]
-                    a["value"][i, h, dcols] = derived(res.values)
+                    a["value"][i, h, dcols] = model.derived(res.values)
                 except Exception:  # noqa: BLE001 - leaves NaN
                     pass
-            if (plan is not None and spec.hypotheses[h] == spec.test["h1"]
-                    and (scan_toys is None or t < scan_toys)):
-                i0 = spec.hypotheses.index(spec.test["h0"])
-                r0 = fitted.get(i0)
-                a["scan_t"][i] = _scan_toy(model, nll, plan[0], plan[1], r0,
+            if (scan is not None and pair is not None and h == pair[1]
+                    and (scan.toys is None or t < scan.toys)):
+                r0 = fitted.get(pair[0])
+                a["scan_t"][i] = _scan_toy(model, nll, scan.names, scan.points, r0,
                                            r0.nll if r0 is not None else math.nan, spec)
-            gof = getattr(model, "gof_statistic", None) if spec.kind == "goodness_of_fit" else None
-            if gof is not None and res.valid:
+            if plan.kind.records_gof and res.valid:
                 try:
-                    a["gof"][i, h] = float(gof(data, res.values))
-                except Exception:
+                    a["gof"][i, h] = float(model.gof_statistic(data, res.values))
+                except Exception:  # noqa: BLE001 - a statistic that fails is NaN
                     a["gof"][i, h] = math.nan
     return ChunkResult(chunk, a, time.perf_counter() - t0)

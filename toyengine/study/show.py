@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from .recipe import Chunk, param_axis, run_chunk
+from .plan import Chunk, Plan
+from .recipe import run_chunk
 from .spec import StudySpec, build_model
 
 __all__ = ["CostEstimate", "describe_study", "estimate_cost", "format_seconds"]
@@ -58,17 +59,16 @@ class CostEstimate:
                 f"(≈ {format_seconds(self.seconds_per_toy * self.toys_total)} CPU)")
 
 
-def estimate_cost(spec: StudySpec, *, toys: int = 2, workers: int | None = None,
-                  params: tuple[str, ...] | None = None,
+def estimate_cost(plan: Plan, *, toys: int = 2, workers: int | None = None,
                   budget: float | None = None) -> CostEstimate:
     """Time up to ``toys`` toys of the first variant in this process and scale to the whole
     study. One toy is run first and not counted (it builds the models, a cost a worker pays
     once); with ``budget``, timing stops after the toy that passes ``budget`` seconds."""
-    params = param_axis(spec) if params is None else params
-    run_chunk(spec, Chunk(0, 0, 0, 1), params)
+    spec = plan.spec
+    run_chunk(plan, Chunk(0, 0, 0, 1))
     n, t0 = 0, time.perf_counter()
     while n < min(toys, max(spec.toys - 1, 1)):
-        run_chunk(spec, Chunk(0, 0, 1 + n, 2 + n), params)
+        run_chunk(plan, Chunk(0, 0, 1 + n, 2 + n))
         n += 1
         if budget is not None and time.perf_counter() - t0 > budget:
             break

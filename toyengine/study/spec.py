@@ -11,12 +11,11 @@ any task starts and raises one :class:`~toyengine.errors.SpecError` that names t
 from __future__ import annotations
 
 import copy
-import dataclasses
-import functools
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,8 @@ from pydantic import ValidationError
 from ..errors import ModelError, OptionError, SpecError
 from ..models import BUILDERS, check_model, get_builder
 from ..models.options import OptionsError, describe_validation_error, format_path
+from ..models.protocol import ToyModel
+from .kinds import KIND_INFO, kind_info
 from .safeyaml import load_yaml
 from .seeds import model_rng
 from .studyfile import KINDS, MAX_SEED, MAX_TOYS, MAX_VARIANTS, StudyFile
@@ -35,10 +36,6 @@ __all__ = ["KINDS", "StudySpec", "Variant", "build_model", "load_fixed_data", "l
 #: and every toy of every chunk it runs shares that likelihood core.
 _MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
 _MODEL_CACHE_MAX = 8  # a Dalitz model holds ~15 MB of cached amplitudes
-
-#: kinds whose summaries read only −ln L and fitted values: their fits skip HESSE unless
-#: ``fit.hesse: true`` (HESSE is ~half the cost of a Z_c(4100)- fit)
-NO_HESSE_KINDS = frozenset({"significance", "jp_rejection"})
 
 @dataclass(frozen=True)
 class Variant:
@@ -82,11 +79,11 @@ class StudySpec:
     #: fit each alternative generator to the nominal model's Asimov data set first
     reference_fit: bool = False
 
-    @functools.cached_property
+    @cached_property
     def digest(self) -> str:
         """sha256 of everything that determines the toys except their count (so that
         ``--toys`` can extend a store) and the chunk size (which never changes results).
-        Computed once per spec (every model build looks it up)."""
+        Computed once per spec: :func:`build_model` keys its cache with it."""
         payload = {
             "kind": self.kind, "seed": self.seed, "models": self.models,
             "generate": self.generate, "hypotheses": self.hypotheses,
@@ -99,7 +96,7 @@ class StudySpec:
 
     def with_overrides(self, toys: int | None = None, seed: int | None = None) -> StudySpec:
         """A copy with ``--toys``/``--seed`` from the command line applied (validated)."""
-        kw = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        kw = {f.name: getattr(self, f.name) for f in fields(self)}
         if toys is not None:
             kw["toys"] = _check_int(toys, "toys (--toys)", 1, MAX_TOYS)
         if seed is not None:
@@ -125,8 +122,15 @@ class StudySpec:
         return _validate(load_yaml(text, source), text, source, base_dir)
 
 
-def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
-    """Build model ``name`` for ``variant`` (cached per process)."""
+def build_model(spec: StudySpec, variant: Variant, name: str) -> ToyModel:
+    """Build model ``name`` for ``variant`` (cached per process).
+
+    Raises
+    ------
+    ModelError
+        The builder failed, or returned something that is not a
+        :class:`~toyengine.models.protocol.ToyModel` (the missing members named).
+    """
     key_variant = variant.index if (variant.random or variant.patches.get(name)) else -1
     key = (spec.digest, key_variant, name)
     if key in _MODEL_CACHE:
@@ -144,19 +148,11 @@ def build_model(spec: StudySpec, variant: Variant, name: str) -> Any:
     return model
 
 
-def load_fixed_data(spec: StudySpec, model: Any) -> Any:
-    """The study's fixed data set (kinds that refit one data set), loaded by the model's
-    ``load_data`` if it has one, else from an ``.npz`` with an ``x`` array."""
-    import numpy as np
-
+def load_fixed_data(spec: StudySpec, model: ToyModel) -> Any:
+    """The study's fixed data set (kinds that refit one data set), read by the model's
+    ``load_data``; None for a study that generates its toys."""
     path = spec.data_path()
-    if path is None:
-        return None
-    loader = getattr(model, "load_data", None)
-    if loader is not None:
-        return loader(path)
-    with np.load(path, allow_pickle=False) as f:
-        return np.asarray(f["x"], dtype=float)
+    return None if path is None else model.load_data(path)
 
 
 def load_spec(path: str | Path) -> StudySpec:
@@ -226,16 +222,18 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                                                          "strategy": None, "hesse": None,
                                                          "scan": None,
                                                          "global_observables": "sample"}
-    if fit["hesse"] is None:
-        fit["hesse"] = f.kind not in NO_HESSE_KINDS
-    if fit.get("scan") is not None and f.kind != "significance":
-        raise SpecError("fit.scan", fit["scan"], "only for kind 'significance'", source)
+    kind = kind_info(f.kind)
+    if fit["hesse"] is None:  # HESSE is ~half the cost of a Z_c(4100)- fit
+        fit["hesse"] = kind.hesse
+    if fit.get("scan") is not None and not kind.nested_test:
+        scan_kinds = [k.name for k in KIND_INFO.values() if k.nested_test]
+        raise SpecError("fit.scan", fit["scan"], f"no fit.scan (only kinds {scan_kinds} have one)",
+                        source)
     test = _dump(f.test) if f.test is not None else {}
     for key in ("h0", "h1"):
         if key in test and test[key] not in hyps:
             raise SpecError(f"test.{key}", test[key], f"one of the hypotheses {hyps}", source)
-    if f.kind in ("significance", "jp_rejection", "template_smearing") and not (
-            "h0" in test and "h1" in test):
+    if kind.test_required and not ("h0" in test and "h1" in test):
         raise SpecError("test", test, f"h0 and h1 (hypothesis names) for kind {f.kind!r}",
                         source)
 
@@ -253,7 +251,7 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                      test=test, poi=tuple(poi), data=data, chunk_size=chunk_size,
                      text=text, base_dir=base_dir, description=f.description,
                      paired=f.paired,
-                     reference_fit=(f.kind == "model_variation" if f.reference_fit is None
+                     reference_fit=(kind.reference_fit if f.reference_fit is None
                                     else f.reference_fit))
     _validate_by_building(spec, source)
     return spec
@@ -333,7 +331,7 @@ def _built(spec: StudySpec, v: Variant, mname: str) -> tuple[Any, tuple[str, ...
     rng = model_rng(spec.seed, v.index) if v.random else None
     model = check_model(get_builder(cfg["builder"])(cfg.get("options") or {}, rng),
                         cfg["builder"])
-    entry = (model.parameters, tuple(getattr(model, "derived_names", ())))
+    entry = (model.parameters, tuple(model.derived_names))
     if len(_BUILT) >= _BUILT_MAX:
         _BUILT.pop(next(iter(_BUILT)))
     _BUILT[key] = entry

@@ -15,22 +15,13 @@ from annotated_types import Len
 from pydantic import Field, field_validator
 
 from ..models.options import FiniteFloat, Pair, StrictModel, ordered_pair
+from .kinds import KIND_INFO
 
 __all__ = ["KINDS", "MAX_SEED", "MAX_TOYS", "MAX_VARIANTS", "NOT_IN_SCHEMA", "StudyFile",
            "options_markdown", "study_json_schema"]
 
-#: study kinds and what the summary computes for them (docs/study-format.md, "The recipe")
-KINDS = {
-    "pulls": "generate from the nominal model, fit it: pull mean/width, bias, coverage",
-    "fit_bias": "same as pulls (pseudoexperiments from the nominal fit)",
-    "significance": "generate under H0, fit H0 and H1: t = Δ(−2 ln L) vs χ²(ndof)",
-    "jp_rejection": "generate under the disfavoured J^P, fit both: rejection level",
-    "model_variation": "generate from alternative models, fit the default: shifts per source",
-    "template_smearing": "fixed data set, smeared templates per variant, fit H0 and H1",
-    "parameter_variation": "fixed data set, random draws of fixed parameters per variant",
-    "goodness_of_fit": "generate from nominal, fit nominal: toy-based p-value of a GOF statistic",
-    "cross_check": "generate with one model, fit with another (e.g. U vs BW ensembles)",
-}
+#: study kinds and what they compute (the descriptions of :data:`~.kinds.KIND_INFO`)
+KINDS = {name: k.description for name, k in KIND_INFO.items()}
 #: largest root seed (stored as a 64-bit integer attribute)
 MAX_SEED = 2**63 - 1
 #: most toys per variant a study file may ask for (larger runs: several stores)
@@ -42,8 +33,8 @@ MAX_VARIANTS = 100_000
 NOT_IN_SCHEMA = (
     "`generate`, `hypotheses`, `test.h0`/`test.h1` and variant `generate`/`models` keys name "
     "models (or hypotheses) of the same file",
-    "`test.h0` and `test.h1` are required for kinds significance, jp_rejection and "
-    "template_smearing",
+    "`test.h0` and `test.h1` are required for kinds "
+    + ", ".join(k.name for k in KIND_INFO.values() if k.test_required),
     "variant names are unique and variants expand to at most 100000",
     "variant option patches are checked after merging into the base model's options",
     "`poi` and `parameters` names exist in the built models",
@@ -118,7 +109,8 @@ class FitSettings(StrictModel):
     minos: bool = Field(False, description="run MINOS")
     strategy: Literal[0, 1, 2] | None = Field(None, description="MIGRAD strategy")
     hesse: bool | None = Field(None, description="run HESSE (default: yes, except for kinds "
-                               "significance and jp_rejection)")
+                               + ", ".join(k.name for k in KIND_INFO.values() if not k.hesse)
+                               + ")")
     scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
                                       "(significance only)")
     global_observables: Literal["sample", "fixed"] = Field(

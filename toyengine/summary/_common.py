@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
+from ..core.fit import FitStatus
 from ..errors import MissingDependencyError, SummaryError
 
 __all__ = [
@@ -52,7 +53,7 @@ def fit_masks(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     require_vars(ds, ["valid"], "fit bookkeeping")
     valid = ds["valid"].astype(bool)
     if "status" in ds.variables:
-        done = ds["status"] != 0
+        done = ds["status"] != FitStatus.NOT_RUN
     elif "nll" in ds.variables:
         done = np.isfinite(ds["nll"]) | valid
     else:

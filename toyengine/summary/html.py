@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..core.fit import FitStatus
 from ..store.location import Location
+from ..study.kinds import kind_info
 from ._common import MissingDependencyError, SummaryError
 from .report import summary_tables
 
@@ -61,8 +63,8 @@ def _versions() -> dict[str, str]:
 def _provenance(ds: xr.Dataset, store: Location | None) -> list[tuple[str, str]]:
     a = ds.attrs
     status = np.asarray(ds["status"].values)
-    done = status != 0
-    failed = done & (status != 1)
+    done = status != FitStatus.NOT_RUN
+    failed = done & (status != FitStatus.VALID)
     rows = [
         ("study", f"{a.get('study_name', '')} (kind {a.get('kind', '')})"),
         ("study digest (sha256)", str(a.get("spec_digest", ""))),
@@ -119,24 +121,23 @@ def _figures(ds: xr.Dataset) -> list[tuple[str, Any]]:
     """(caption, figure) for the plots that fit the study kind (see ``write_plots``)."""
     from .plots import plot_pulls, plot_systematics, plot_t_distribution
     from .pulls import pull_summary
-    from .report import SYSTEMATIC_KINDS, generating_hypothesis
-    from .teststat import TOY_TEST_KINDS
+    from .report import generating_hypothesis
 
-    kind = str(ds.attrs.get("kind", ""))
+    kind = kind_info(ds.attrs.get("kind", ""))
     out: list[tuple[str, Any]] = []
-    if kind in SYSTEMATIC_KINDS:
+    if kind.systematic:
         try:
             out.append(("Systematic shifts per variant with their toy statistical errors; "
                         "dashed: ± the total", plot_systematics(ds)))
         except SummaryError:
             pass
-    if ds.attrs.get("h0") and ds.attrs.get("h1") and (kind in TOY_TEST_KINDS
+    if ds.attrs.get("h0") and ds.attrs.get("h1") and (kind.toy_test
                                                       or ds.sizes["variant"] == 1):
         for v in range(ds.sizes["variant"]):
             out.append((f"Toy test statistic (variant {v}) with the χ² descriptions "
                         "(Wilks ndof and fitted ndof)", plot_t_distribution(ds, variant=v)))
     if "truth" in ds and bool(np.isfinite(ds["truth"].values).any()):
-        gen = generating_hypothesis(ds) if kind in TOY_TEST_KINDS else None
+        gen = generating_hypothesis(ds) if kind.toy_test else None
         table = pull_summary(ds, hypothesis=gen)
         for h in dict.fromkeys(r.hypothesis for r in table.rows if r.variant == 0):
             out.append((f"Pulls of the {h} fit with the Gaussian ML fit; dashed: N(0, 1)",

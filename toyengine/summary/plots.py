@@ -15,12 +15,14 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
+from ..core.fit import FitStatus
+from ..study.kinds import kind_info
 from ._common import MissingDependencyError, SummaryError, default_hypothesis
 from .labels import param_label, with_units
 from .pulls import pull_summary
 from .significance import significance_summary
 from .systematics import SystTable
-from .teststat import TOY_TEST_KINDS, test_statistic, variant_index
+from .teststat import test_statistic, variant_index
 
 __all__ = ["plot_pulls", "plot_systematics", "plot_t_distribution", "write_plots"]
 
@@ -69,7 +71,7 @@ def plot_t_distribution(
     summ = significance_summary(ds, variant)
     t = test_statistic(ds).isel(variant=variant_index(ds, variant)).values
     t = t[np.isfinite(t)]
-    nested = summ.kind != "jp_rejection"
+    nested = kind_info(summ.kind).nested
     if nested:
         t = np.clip(t, 0.0, None)
     title = f"{summ.study_name or 'study'} — {summ.kind} ({summ.variant_name})"
@@ -166,7 +168,7 @@ def plot_pulls(
     err = ds["error"].isel(variant=v).sel(hypothesis=hyp)
     ok = ds["valid"].isel(variant=v).sel(hypothesis=hyp).values.astype(bool)
     if "status" in ds:
-        ok &= ds["status"].isel(variant=v).sel(hypothesis=hyp).values != 0
+        ok &= ds["status"].isel(variant=v).sel(hypothesis=hyp).values != FitStatus.NOT_RUN
     for ax, r in zip(axes.flat, rows, strict=False):
         x = val.sel(param=r.param).values
         e = err.sel(param=r.param).values
@@ -266,17 +268,11 @@ def write_plots(ds: xr.Dataset, outdir: str | Path) -> list[Path]:
     for every hypothesis with truth values (first variant); ``systematics.png`` for the
     variation kinds.
     """
-    from .report import SYSTEMATIC_KINDS
-
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    kind = str(ds.attrs.get("kind", ""))
-    if (
-        ds.attrs.get("h0")
-        and ds.attrs.get("h1")
-        and (kind in TOY_TEST_KINDS or ds.sizes["variant"] == 1)
-    ):
+    kind = kind_info(ds.attrs.get("kind", ""))
+    if ds.attrs.get("h0") and ds.attrs.get("h1") and (kind.toy_test or ds.sizes["variant"] == 1):
         for v in range(ds.sizes["variant"]):
             suffix = f"_{v}" if ds.sizes["variant"] > 1 else ""
             p = out / f"t_distribution{suffix}.png"
@@ -285,14 +281,14 @@ def write_plots(ds: xr.Dataset, outdir: str | Path) -> list[Path]:
     if "truth" in ds and bool(np.isfinite(ds["truth"].values).any()):
         from .report import generating_hypothesis
 
-        gen = generating_hypothesis(ds) if kind in TOY_TEST_KINDS else None
+        gen = generating_hypothesis(ds) if kind.toy_test else None
         table = pull_summary(ds, hypothesis=gen)
         for h in dict.fromkeys(r.hypothesis for r in table.rows if r.variant == 0):
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in h)
             p = out / f"pulls_{safe}.png"
             plot_pulls(ds, p, hypothesis=h)
             written.append(p)
-    if kind in SYSTEMATIC_KINDS:
+    if kind.systematic:
         p = out / "systematics.png"
         plot_systematics(with_units(ds), p)
         written.append(p)

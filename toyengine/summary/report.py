@@ -18,18 +18,16 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
+from ..core.fit import FitStatus
+from ..study.kinds import SECTIONS, kind_info
 from ._common import SummaryError, fit_masks, fmt_num, jsonable, require_vars
 from .labels import param_display, with_units
 from .pulls import pull_summary
 from .significance import significance_summary, variant_significance
 from .tables import Cell, Table
-from .teststat import TOY_TEST_KINDS
 
-__all__ = ["SECTIONS", "SYSTEMATIC_KINDS", "failed_summary", "failed_table",
+__all__ = ["SECTIONS", "failed_summary", "failed_table",
            "generating_hypothesis", "render_summary", "summary_tables"]
-
-#: Kinds whose summary includes a systematic table.
-SYSTEMATIC_KINDS = ("model_variation", "template_smearing", "parameter_variation")
 
 Format = Literal["text", "markdown", "latex", "csv", "json", "html"]
 
@@ -58,8 +56,8 @@ def failed_summary(ds: xr.Dataset) -> xr.Dataset:
         }
     )
     if "status" in ds:
-        out["n_invalid"] = (ds["status"] == 2).sum("toy").astype(np.int64)
-        out["n_error"] = (ds["status"] == 3).sum("toy").astype(np.int64)
+        out["n_invalid"] = (ds["status"] == FitStatus.INVALID).sum("toy").astype(np.int64)
+        out["n_error"] = (ds["status"] == FitStatus.EXCEPTION).sum("toy").astype(np.int64)
     return out
 
 
@@ -196,7 +194,7 @@ def gof_table(ds: xr.Dataset) -> Table | None:
     of the observed value (``observed_t`` attribute, from the study's ``test.observed``):
     the fraction of toys with a larger statistic, with its Clopper–Pearson interval
     (LHCb, Eur. Phys. J. C 78 (2018) 1019: adaptive binned χ² and its toy p-value)."""
-    if "gof" not in ds or str(ds.attrs.get("kind", "")) != "goodness_of_fit":
+    if "gof" not in ds or not kind_info(ds.attrs.get("kind", "")).records_gof:
         return None
     from .pvalues import empirical_pvalue
 
@@ -242,8 +240,7 @@ def variation_significance_table(ds: xr.Dataset) -> Table | None:
     from .teststat import test_statistic
 
     h0, h1 = str(ds.attrs.get("h0", "") or ""), str(ds.attrs.get("h1", "") or "")
-    kind = str(ds.attrs.get("kind", ""))
-    if not (h0 and h1) or kind not in ("template_smearing", "parameter_variation"):
+    if not (h0 and h1) or not kind_info(ds.attrs.get("kind", "")).one_data_set:
         return None
     ndof = int(ds.attrs.get("ndof_wilks", -1))
     ndof = ndof if ndof > 0 else 1
@@ -283,13 +280,6 @@ def variation_significance_table(ds: xr.Dataset) -> Table | None:
         align="l",
     )
 
-
-#: Summary sections, in the order of a summary whose study is not a systematic one; for the
-#: systematic kinds the systematic table comes first. ``bookkeeping`` is always last.
-SECTIONS = ("significance", "gof", "systematics", "variations", "pulls", "ensembles",
-            "bookkeeping")
-_SYSTEMATIC_ORDER = ("systematics", "variations", "significance", "pulls", "ensembles", "gof",
-                     "bookkeeping")
 
 
 def generating_hypothesis(ds: xr.Dataset) -> str | None:
@@ -350,6 +340,7 @@ def _headline_first(tables: list[Table]) -> list[Table]:
 
 def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
     kind = str(ds.attrs.get("kind", ""))
+    info = kind_info(kind)
     bookkeeping = failed_table(ds)
     sections: dict[str, list[Table]] = {"bookkeeping": [bookkeeping]}
     data: dict[str, Any] = {
@@ -366,7 +357,7 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
     h0 = str(ds.attrs.get("h0", "") or "")
     h1 = str(ds.attrs.get("h1", "") or "")
     if h0 and h1:
-        if kind in TOY_TEST_KINDS or ds.sizes["variant"] == 1:
+        if info.toy_test or ds.sizes["variant"] == 1:
             sums = [significance_summary(ds, v) for v in range(ds.sizes["variant"])]
             sections["significance"] = _headline_first([t for s in sums for t in s.tables()])
             data["significance"] = [s.to_dict() for s in sums]
@@ -377,7 +368,7 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
     if "truth" in ds and bool(np.isfinite(ds["truth"].values).any()):
         # toys generated under one hypothesis and fitted with several: only the generating
         # hypothesis' fits have a truth to pull against
-        gen = generating_hypothesis(ds) if kind in TOY_TEST_KINDS else None
+        gen = generating_hypothesis(ds) if info.toy_test else None
         pt = pull_summary(ds, hypothesis=gen)
         if pt.rows:
             tabs = pt.tables()
@@ -402,7 +393,7 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
     if ens is not None:
         sections["ensembles"] = [ens]
         data["ensembles"] = ens.to_records()
-    if kind in SYSTEMATIC_KINDS:
+    if info.systematic:
         try:
             st = with_units(ds)
         except SummaryError:  # no parameter with a reference value: nothing to tabulate
@@ -410,8 +401,7 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
         if st is not None:
             sections["systematics"] = st.tables()
             data["systematics"] = st.to_dict()
-    order = _SYSTEMATIC_ORDER if kind in SYSTEMATIC_KINDS else SECTIONS
-    named = {sec: _named(sec, sections[sec]) for sec in order if sections.get(sec)}
+    named = {sec: _named(sec, sections[sec]) for sec in info.sections if sections.get(sec)}
     return named, data
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
+from ..study.kinds import kind_info
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks, fmt_num, jsonable
 from .lee import LEECalibration, calibrate
 from .ndof import Chi2Fit, fit_chi2_ndof
@@ -129,7 +130,7 @@ class SignificanceSummary:
     @property
     def is_rejection(self) -> bool:
         """True for J^P-style studies (p-values are rejection levels of h0)."""
-        return self.kind == "jp_rejection"
+        return not kind_info(self.kind).nested
 
     def pvalue(self, method: str) -> PValue:
         """The entry of :attr:`pvalues` whose method starts with ``method`` (wilks/fitted/toys)."""
@@ -524,10 +525,10 @@ def significance_summary(
     n_used = int(used.size)
     failed_fraction = (n_done - n_used) / n_done if n_done else math.nan
 
-    nested = kind not in ("jp_rejection",)
+    nested = kind_info(kind).nested
     ndof_w = attr_float(ds, "ndof_wilks")
     if not (ndof_w > 0):
-        ndof_w = 1.0 if kind == "jp_rejection" else math.nan
+        ndof_w = 1.0 if not nested else math.nan
     fit = None
     if nested and n_used >= min_toys_for_fit:
         try:
@@ -679,7 +680,7 @@ def variant_significance(
     n_done = int(both.sum())
     ndof = attr_float(ds, "ndof_wilks")
     if not ndof > 0:
-        ndof = 1.0 if ds.attrs.get("kind") == "jp_rejection" else math.nan
+        ndof = 1.0 if not kind_info(ds.attrs.get("kind", "")).nested else math.nan
 
     def z(x: float) -> float:
         if not (math.isfinite(x) and math.isfinite(ndof)):

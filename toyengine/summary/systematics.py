@@ -62,6 +62,7 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
+from ..study.kinds import kind_info
 from ._common import (
     SummaryError,
     check_hypothesis,
@@ -79,8 +80,6 @@ __all__ = ["PAIR_SUFFIXES", "SystRow", "SystTable", "VariantShift", "systematic_
 PAIR_SUFFIXES: tuple[tuple[str, str], ...] = (("_up", "_down"), ("_plus", "_minus"), ("+", "-"))
 
 Rule = Literal["max", "rms"]
-#: Kinds whose variants are random draws: their default group rule is "rms".
-RANDOM_DRAW_KINDS = ("template_smearing", "parameter_variation")
 
 
 @dataclass(frozen=True)
@@ -751,8 +750,8 @@ def systematic_table(
     elif relative_to not in ("nominal", "paired"):
         msg = f"relative_to={relative_to!r} must be 'auto', 'paired', 'reference' or 'nominal'"
         raise SummaryError(msg)
-    kind = str(ds.attrs.get("kind", ""))
-    default_rule = combine if combine != "auto" else ("rms" if kind in RANDOM_DRAW_KINDS else "max")
+    random_draws = kind_info(ds.attrs.get("kind", "")).random_draws
+    default_rule = combine if combine != "auto" else ("rms" if random_draws else "max")
     rules = dict(group_rules or {})
     for g, r in [("<default>", default_rule), *rules.items()]:
         if r not in ("max", "rms"):

@@ -1,4 +1,5 @@
-"""Build small in-memory result Datasets in the store schema (format_version 1).
+"""Build small in-memory result Datasets in the store schema (the record fields of
+:mod:`toyengine.study.schema`).
 
 For tests, examples and documentation of the summary layer: it lets a Dataset be made from
 plain numpy arrays without running a study. The layout follows the result-store schema
@@ -13,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
+from ..core.fit import FitStatus
+from ..study.schema import empty_records, study_fields
 from ._common import SummaryError
 
 __all__ = ["make_results_dataset"]
@@ -99,31 +102,29 @@ def make_results_dataset(
     nll_a = _arr(nll, shape3, 0.0, "nll")
     if status is None:
         valid_a = np.ones(shape3, bool) if valid is None else np.asarray(valid, bool)
-        status_a = np.where(valid_a, 1, 2).astype(np.int8)
+        status_a = np.where(valid_a, FitStatus.VALID, FitStatus.INVALID).astype(np.int8)
     else:
         status_a = np.asarray(status, dtype=np.int8)
-        valid_a = (status_a == 1) if valid is None else np.asarray(valid, bool) & (status_a != 0)
+        valid_a = ((status_a == FitStatus.VALID) if valid is None
+                   else np.asarray(valid, bool) & (status_a != FitStatus.NOT_RUN))
     truth_a = _arr(truth, (nv, npar), math.nan, "truth")
     ref_a = truth_a[0].copy() if reference is None else _arr(reference, (npar,), 0.0, "reference")
     names = list(variant_names) if variant_names is not None else [f"v{i}" for i in range(nv)]
     groups = list(variant_groups) if variant_groups is not None else ["nominal"] * nv
     seps = list(variant_separate) if variant_separate is not None else [False] * nv
-    dims4 = ("variant", "toy", "hypothesis", "param")
-    dims3 = ("variant", "toy", "hypothesis")
-    done_toy = (status_a != 0).any(axis=2)
+    done_toy = (status_a != FitStatus.NOT_RUN).any(axis=2)
+    # every field of the record schema (a study without a look-elsewhere scan), at its fill
+    # value unless given here
+    fields = study_fields()
+    records = empty_records(fields, {"hypothesis": nh, "param": npar}, (nv, nt))
+    records.update(value=value, error=error, minos_lower=mlo, minos_upper=mhi, nll=nll_a,
+                   valid=valid_a, edm=np.zeros(shape3), fit_time=np.zeros(shape3),
+                   nfcn=np.zeros(shape3, np.int64), status=status_a,
+                   n_best=(status_a != FitStatus.NOT_RUN).astype(np.int64),
+                   n_events=np.where(done_toy, 100, -1).astype(np.int64))
     ds = xr.Dataset(
         {
-            "value": (dims4, value),
-            "error": (dims4, error),
-            "minos_lower": (dims4, mlo),
-            "minos_upper": (dims4, mhi),
-            "nll": (dims3, nll_a),
-            "valid": (dims3, valid_a),
-            "edm": (dims3, np.zeros(shape3)),
-            "fit_time": (dims3, np.zeros(shape3)),
-            "nfcn": (dims3, np.zeros(shape3, np.int64)),
-            "status": (dims3, status_a),
-            "n_events": (("variant", "toy"), np.where(done_toy, 100, -1).astype(np.int64)),
+            **{f.name: (("variant", "toy", *f.dims), records[f.name]) for f in fields},
             "truth": (("variant", "param"), truth_a),
             "reference": (("param",), ref_a),
             "chunk_done": (("chunk",), np.ones(nv, bool)),

@@ -13,12 +13,7 @@ import xarray as xr
 
 from ._common import SummaryError, check_hypothesis, fit_masks, require_vars
 
-__all__ = ["NESTED_KINDS", "TOY_TEST_KINDS", "test_statistic", "variant_index"]
-
-#: Kinds whose toys are generated under h0 with nested h0 ⊂ h1 (t ≥ 0 up to minimiser noise).
-NESTED_KINDS = ("significance",)
-#: Kinds whose t distribution is summarised toy by toy (both hypotheses fitted to every toy).
-TOY_TEST_KINDS = ("significance", "jp_rejection")
+__all__ = ["test_statistic", "variant_index"]
 
 
 def variant_index(ds: xr.Dataset, variant: int | str) -> int:

@@ -6,9 +6,10 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from toyengine.core.params import Parameter, ParameterSet
+from toyengine.models.protocol import ToyModelBase
 
 
-class ExpGauss:
+class ExpGauss(ToyModelBase):  # ToyModelBase: the defaults of the optional members
     def __init__(self, lo: float, hi: float, parameters: ParameterSet):
         self.lo, self.hi, self.parameters = lo, hi, parameters
 

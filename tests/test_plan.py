@@ -1,0 +1,126 @@
+"""The study plan and the kind table: built once from a spec, shipped whole to workers."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+
+from toyengine.study.kinds import KIND_INFO, SECTIONS, UNKNOWN_KIND, kind_info
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
+from toyengine.study.spec import StudySpec
+from toyengine.study.studyfile import KINDS
+
+TEST = """
+name: plan-test
+kind: {kind}
+seed: 3
+toys: 5
+models:
+  B:
+    builder: tcc
+    options: {{signal: none, background_order: 1}}
+    parameters: {{n_bkg: 150}}
+  S:
+    builder: tcc
+    options: {{signal: bw, background_order: 1}}
+    parameters: {{n_sig: {{value: 5.0, limits: [0.0, 500.0]}}, n_bkg: 150}}
+generate: B
+hypotheses: [S, B]
+test: {{h0: B, h1: S}}
+{extra}
+"""
+
+
+def _plan(kind: str, extra: str = "") -> Plan:
+    return Plan.of(StudySpec.from_text(TEST.format(kind=kind, extra=extra)))
+
+
+def test_every_kind_of_the_study_format_is_in_the_table():
+    assert list(KINDS) == list(KIND_INFO)
+    assert kind_info("no such kind") is UNKNOWN_KIND
+    assert kind_info("") is UNKNOWN_KIND
+
+
+def test_the_kind_rules():
+    sig, jp = KIND_INFO["significance"], KIND_INFO["jp_rejection"]
+    assert sig.nested_test and sig.toy_test and not sig.hesse
+    assert jp.toy_test and not jp.nested and not jp.nested_test
+    assert KIND_INFO["model_variation"].reference_fit
+    assert not KIND_INFO["model_variation"].random_draws
+    for k in ("template_smearing", "parameter_variation"):
+        assert KIND_INFO[k].one_data_set and KIND_INFO[k].random_draws
+    # the summary sections: a systematic study leads with its table, bookkeeping is last,
+    # and sections that cannot apply are absent
+    assert KIND_INFO["model_variation"].sections[0] == "systematics"
+    assert KIND_INFO["goodness_of_fit"].sections == (
+        "significance", "gof", "pulls", "ensembles", "bookkeeping")
+    assert KIND_INFO["pulls"].sections == UNKNOWN_KIND.sections
+    assert all(set(k.sections) <= set(SECTIONS) and k.sections[-1] == "bookkeeping"
+               for k in KIND_INFO.values())
+
+
+def test_nested_test_fits_the_null_first():
+    plan = _plan("significance")
+    assert plan.hypotheses == ("S", "B")
+    assert plan.nested_pair == (1, 0) and plan.fit_order == (1, 0)
+    jp = _plan("jp_rejection")
+    assert jp.nested_pair is None and jp.fit_order == (0, 1)
+
+
+def test_parameter_axis_labels_and_chunks():
+    plan = _plan("pulls")
+    assert plan.params[:2] == ("n_sig", "delta_m") and "n_bkg" in plan.params
+    assert set(plan.labels) == set(plan.params)
+    assert plan.labels["delta_m"][1] == "MeV"
+    assert plan.scan is None and "scan_t" not in {f.name for f in plan.fields}
+    assert plan.chunks(2) == [Chunk(0, 0, 0, 2), Chunk(1, 0, 2, 4), Chunk(2, 0, 4, 5)]
+    assert plan.sizes == {"hypothesis": 2, "param": len(plan.params), "scan_point": 0}
+
+
+def test_scan_plan_carries_the_grid_and_the_local_dof():
+    plan = _plan("significance", "fit: {scan: {grid: [3, 2]}}")
+    assert plan.scan.names == ("delta_m", "gamma") and plan.scan.points.shape == (6, 2)
+    assert plan.scan.grid == (3, 2) and plan.scan.toys is None
+    # n_sig alone is extra at fixed (delta_m, gamma), bounded at zero: one-sided, 1 dof
+    assert (plan.scan.lee_dof, plan.scan.lee_one_sided) == (1, True)
+    assert plan.sizes["scan_point"] == 6
+
+
+def test_truth_is_computed_when_asked_and_the_plan_ships_whole():
+    plan = _plan("pulls")
+    assert "truth_and_reference" not in vars(plan)  # a resumed run never computes it
+    truth, reference = plan.truth_and_reference
+    assert truth.shape == (1, len(plan.params))
+    assert truth[0, plan.params.index("n_bkg")] == 150.0
+    assert np.isnan(truth[0, plan.params.index("n_sig")])  # the generator B has no signal
+    # the first hypothesis (S) gives the reference values
+    assert reference[plan.params.index("n_sig")] == 5.0
+    shipped = pickle.loads(pickle.dumps(plan))
+    a = run_chunk(plan, Chunk(0, 0, 0, 2)).arrays
+    b = run_chunk(shipped, Chunk(0, 0, 0, 2)).arrays
+    for name in a:
+        if name != "fit_time":
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+
+def test_summary_reads_only_the_kind_table_and_the_schema_of_the_study_layer():
+    """The summaries interpret a store by its attributes: of the study layer they may read
+    the kind table and the record schema, never the spec, the plan or the recipe."""
+    import ast
+    from pathlib import Path
+
+    import toyengine.summary
+
+    allowed = {"kinds", "schema"}
+    bad = []
+    for f in Path(toyengine.summary.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 2 and node.module):
+                continue
+            parts = node.module.split(".")
+            if parts[0] == "study" and (len(parts) < 2 or parts[1] not in allowed):
+                bad.append(f"{f.name} imports {node.module}")
+    assert bad == []

@@ -1,0 +1,95 @@
+"""The one record schema: the recipe, the store, the synthetic Datasets and the docs agree."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from toyengine.store import create_store, open_results
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
+from toyengine.study.schema import RECORD_FIELDS, Field, machine_fields, study_fields
+from toyengine.study.spec import load_spec
+from toyengine.summary.testing import make_results_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "store-format.md"
+STUDY = ROOT / "tests" / "data" / "tcc_small.yaml"
+UNITS = {"param": "the parameter's", "s": "s", "": ""}
+
+
+def _doc_rows() -> dict[str, list[str]]:
+    """The per-toy table of docs/store-format.md: variable -> its other five cells."""
+    rows = {}
+    for line in DOCS.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def _fill_text(f: Field) -> str:
+    return "NaN" if isinstance(f.fill, float) and math.isnan(f.fill) else str(f.fill)
+
+
+def _is_fill(values: np.ndarray, f: Field) -> bool:
+    if isinstance(f.fill, float) and math.isnan(f.fill):
+        return bool(np.all(np.isnan(values)))
+    return bool(np.all(values == f.fill))
+
+
+def test_docs_table_is_the_schema():
+    rows = _doc_rows()
+    assert list(rows) == [f.name for f in RECORD_FIELDS]
+    for f in RECORD_FIELDS:
+        dims, dtype, fill, unit, meaning = rows[f.name]
+        assert dims == ", ".join(("variant", "toy", *f.dims)), f.name
+        assert dtype == f.dtype.name, f.name
+        assert fill == _fill_text(f), f.name
+        assert unit == UNITS[f.unit], f.name
+        assert meaning.endswith("**(machine)**") == f.machine, f.name
+        assert meaning.startswith("studies with `fit.scan` only: ") == (f.requires == "scan")
+        assert f.doc in meaning, f.name
+
+
+def test_only_fit_time_measures_the_machine():
+    assert machine_fields() == ("fit_time",)
+    sys.path.insert(0, str(ROOT / "tests" / "data"))
+    import make_reference_stores as ref
+
+    assert ref.MACHINE_FIELDS == ("fit_time",)
+
+
+def test_optional_fields_follow_the_study_features():
+    assert "scan_t" not in {f.name for f in study_fields()}
+    assert [f.name for f in study_fields({"scan"})] == [f.name for f in RECORD_FIELDS]
+
+
+def test_chunk_records_follow_the_schema():
+    plan = Plan.of(load_spec(STUDY).with_overrides(toys=2))
+    assert plan.fields == study_fields()
+    res = run_chunk(plan, Chunk(0, 0, 0, 2))
+    sizes = {"hypothesis": 1, "param": len(plan.params)}
+    assert list(res.arrays) == [f.name for f in plan.fields]
+    for f in plan.fields:
+        arr = res.arrays[f.name]
+        assert arr.dtype == f.dtype, f.name
+        assert arr.shape == (2, *(sizes[d] for d in f.dims)), f.name
+
+
+def test_store_and_synthetic_datasets_carry_every_field(tmp_path):
+    plan = Plan.of(load_spec(STUDY).with_overrides(toys=3))
+    create_store(tmp_path / "s.zarr", plan, 2)
+    ds = open_results(tmp_path / "s.zarr")
+    synthetic = make_results_dataset(params=("a", "b"), hypotheses=("h",),
+                                     value=np.zeros((1, 3, 1, 2)))
+    for f in study_fields():
+        dims = ("variant", "toy", *f.dims)
+        assert ds[f.name].dims == dims and synthetic[f.name].dims == dims, f.name
+        assert ds[f.name].dtype == f.dtype == synthetic[f.name].dtype, f.name
+        # nothing written yet: every toy reads as the fill value
+        assert _is_fill(ds[f.name].values, f), f.name
+    assert "scan_t" not in ds and "scan_t" not in synthetic

@@ -280,6 +280,10 @@ def live_part(res: ChunkResult) -> ChunkResult:
     return ChunkResult(res.chunk, {k: res.arrays[k] for k in LIVE_FIELDS}, res.elapsed)
 
 
+#: seconds between redraws of the terminal bar's running numbers
+BAR_SECONDS = 0.5
+
+
 class Progress:
     """Toys done/total, toys/s, ETA, failed-fit fraction and the running physics.
 
@@ -321,32 +325,39 @@ class Progress:
                 "failed_fraction": self.failed / self.fits if self.fits else 0.0}
 
     def update(self, res: ChunkResult | None, final: bool = False) -> None:
-        """Count one finished chunk (``None``: nothing new) and report."""
+        """Count one finished chunk (``None``: nothing new) and report. The running numbers
+        are formatted only when something is shown or written (the terminal bar at most
+        every ``BAR_SECONDS``, plain lines every ``interval``, the status once a second):
+        on a large cluster the client folds hundreds of chunks a second."""
         if res is not None:
             self.done += res.chunk.size
             self.failed += res.n_failed
-            self.fits += int(np.asarray(res.arrays["status"]).size)
+            self.fits += int(res.arrays["status"].size)
             if self.physics is not None:
                 self.physics.add(res)
         now = time.monotonic()
-        physics = self.physics.text() if self.physics is not None else ""
-        nums = self._numbers()
         if self.status is not None and (final or now - self.last_status >= 1.0):
             self.last_status = now
-            self._write_status(nums, final)
+            self._write_status(self._numbers(), final)
         if self.out is None:
             return
         if self.bar is not None:
             if res is not None:
                 self.bar.update(res.chunk.size)
-            self.bar.set_postfix_str(f"failed {100 * nums['failed_fraction']:.1f}%"
-                                     + (f" | {physics}" if physics else ""), refresh=True)
+            if final or now - self.last >= BAR_SECONDS:
+                self.last = now
+                nums = self._numbers()
+                physics = self.physics.text() if self.physics is not None else ""
+                self.bar.set_postfix_str(f"failed {100 * nums['failed_fraction']:.1f}%"
+                                         + (f" | {physics}" if physics else ""), refresh=True)
             if final:
                 self.bar.close()
             return
         if not final and now - self.last < self.interval:
             return
         self.last = now
+        nums = self._numbers()
+        physics = self.physics.text() if self.physics is not None else ""
         eta = format_seconds(nums["eta_s"]) if nums["eta_s"] is not None else "?"
         pct = 100.0 * self.done / max(self.total, 1)
         line = (f"[{self.name}] {self.done}/{self.total} toys ({pct:.0f}%) | "

@@ -514,10 +514,10 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
                 if mode == "client":
                     write_chunk(loc, res, info.toys, info.chunk_size)
                 report.chunks_run += 1
-                report.failed_fits += res.n_failed
-                bar.update(res)
+                bar.update(res)  # counts the failed fits
                 del fut, res
     finally:
+        report.failed_fits = bar.failed
         left = list(ac.futures)
         if left:
             client.cancel(left)

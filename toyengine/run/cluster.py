@@ -532,9 +532,24 @@ def temporary_certificates(parent: str | Path) -> Iterator[Any]:
     the scheduler accepts, and the directory (mode 700, keys 600) is removed when the
     submission ends, normally or not.
 
-    ``parent`` must be on a file system that the batch nodes see (the workers read their
-    certificate and key from there): ``jobqueue.<system>.shared-temp-directory``, by
-    default the current directory, as for dask-jobqueue's own temporary credentials.
+    Parameters
+    ----------
+    parent : path
+        Where the directory is made; on a file system that the batch nodes see (the
+        workers read their certificate and key from there):
+        ``jobqueue.<system>.shared-temp-directory``, by default the current directory, as
+        for dask-jobqueue's own temporary credentials.
+
+    Yields
+    ------
+    distributed.Security
+        Certificates and keys of the scheduler, worker and client roles, and the CA.
+
+    Raises
+    ------
+    ClusterError
+        ``parent`` is not writable, or the ``cryptography`` package is missing (one line
+        naming the alternatives: ``--tls-config FILE`` or ``--no-tls``).
     """
     base = Path(parent).expanduser()
     try:
@@ -564,11 +579,18 @@ def submit_security(settings: SubmitSettings, security: Any = None) -> Iterator[
     """The ``distributed.Security`` of a submission (``None``: plain TCP), valid inside the
     context.
 
-    ``security`` (a ``Security``, a security YAML path or ``"temporary"``) takes priority
-    over ``settings``; otherwise ``settings.tls`` false means no TLS, a
-    ``settings.tls_config`` file is loaded, and no file (or ``"temporary"``) means
-    :func:`temporary_certificates` in ``jobqueue.<system>.shared-temp-directory`` (default:
-    the current directory).
+    Parameters
+    ----------
+    settings : SubmitSettings
+        ``tls`` false means no TLS; else ``tls_config`` is loaded, and without one (or
+        with ``"temporary"``) :func:`temporary_certificates` are made in
+        ``jobqueue.<system>.shared-temp-directory`` (default: the current directory).
+    security : distributed.Security or path or "temporary", optional
+        Takes priority over ``settings``.
+
+    Yields
+    ------
+    distributed.Security or None
     """
     if security is None:
         if not settings.tls:

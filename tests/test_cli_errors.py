@@ -1,6 +1,8 @@
 """Every CLI error is one line on stderr and an exit code, never a traceback or a hang
 (issue 13). Servers here are the test's own, on 127.0.0.1."""
 
+import errno
+import io
 import os
 import signal
 import socket
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from toyengine.store.results import DONE_PREFIX
+from toyengine.store.results import DONE_PREFIX, STATE_KEY
 from toyengine.study.spec import load_spec
 
 DATA = Path(__file__).parent / "data"
@@ -72,16 +74,129 @@ def test_store_under_a_file(tmp_path, capsys):
     _one_line(res, 2, "is a file, not a directory")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
-def test_store_in_read_only_directory(tmp_path, capsys):
+#: A disk on which writes under one directory fail, for tests that must also hold as root
+#: (who writes into any read-only directory): ``io.open`` (what ``pathlib.Path.open``
+#: calls, so what the zarr LocalStore and the store's control files write with) is
+#: wrapped. ENOSPC as write(2) reports it: the file opens, the write fails, no file name;
+#: EROFS as open(2) reports it, with the file name. Source text, so that a Dask worker
+#: process or a CLI subprocess can install it too (``exec``).
+FAULTY_DISK = """
+import errno, io, os
+
+def faulty_open(real_open, root, code, once=None):
+    \"\"\"io.open, but writing a file under root fails with code (once the file once
+    exists, if given).\"\"\"
+    root = os.path.abspath(root) + os.sep
+
+    class FullFile:
+        def __init__(self, f):
+            self.f = f
+        def write(self, data):
+            raise OSError(code, os.strerror(code))
+        def __enter__(self):
+            return self
+        def __exit__(self, *exc):
+            self.f.close()
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def open_(file, mode="r", *args, **kwargs):
+        named = isinstance(file, (str, bytes, os.PathLike))
+        path = os.path.abspath(os.fsdecode(file)) if named else ""
+        if (path.startswith(root) and any(c in mode for c in "wxa+")
+                and (once is None or os.path.exists(once))):
+            if code == errno.EROFS:
+                raise OSError(code, os.strerror(code), path)
+            return FullFile(real_open(file, mode, *args, **kwargs))
+        return real_open(file, mode, *args, **kwargs)
+
+    return open_
+"""
+
+
+def _install_faulty_disk(monkeypatch, root, code, once=None):
+    """The faulty disk in this process, undone after the test."""
+    ns = {}
+    exec(FAULTY_DISK, ns)
+    monkeypatch.setattr(io, "open", ns["faulty_open"](io.open, str(root), code,
+                                                      None if once is None else str(once)))
+
+
+def _faulty_disk_source(root, code, once=None):
+    """Python source installing the faulty disk in the process that runs it."""
+    args = f"{str(root)!r}, {code}, {None if once is None else str(once)!r}"
+    return FAULTY_DISK + f"\nio.open = faulty_open(io.open, {args})\n"
+
+
+def test_store_in_read_only_directory(tmp_path, capsys, monkeypatch):
+    """A read-only file system (simulated: the test also runs as root) is refused before
+    any cluster starts, naming the store and the directory, exit code 2."""
     ro = tmp_path / "ro"
     ro.mkdir()
-    ro.chmod(0o500)
-    try:
-        res = _in_process(capsys, "run", STUDY, "--store", ro / "s.zarr", "--workers", "1")
-    finally:
-        ro.chmod(0o700)
-    _one_line(res, 2, "cannot write in")
+    real_mkdir = os.mkdir
+
+    def mkdir(path, *args, **kwargs):
+        if os.path.abspath(os.fsdecode(path)).startswith(str(ro) + os.sep):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+        return real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    _install_faulty_disk(monkeypatch, ro, errno.EROFS)
+    res = _in_process(capsys, "run", STUDY, "--store", ro / "s.zarr", "--workers", "1")
+    _one_line(res, 2, f"store {ro / 's.zarr'}: cannot write in {ro} (Read-only file system)")
+    assert list(ro.iterdir()) == []
+
+
+def test_full_disk_before_the_first_write(tmp_path, capsys, monkeypatch):
+    """No space for even the store's first file: one line naming the store and the
+    problem, exit code 1, nothing left behind, no cluster started."""
+    store = tmp_path / "s.zarr"
+    _install_faulty_disk(monkeypatch, store, errno.ENOSPC)
+    res = _in_process(capsys, "run", STUDY, "--store", store, "--workers", "1")
+    _one_line(res, 1, f"store {store}: cannot write: No space left on device; the results "
+                      "written so far are kept: free some disk space, then run the same "
+                      "command again to resume")
+    assert not store.exists()
+
+
+@pytest.fixture
+def dask_scheduler():
+    """A scheduler with one worker process on 127.0.0.1 (its client, to reach the worker)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield cluster.scheduler_address, client
+
+
+@pytest.mark.parametrize(("write", "code"), [("client", errno.ENOSPC),
+                                             ("workers", errno.EROFS)])
+def test_store_that_stops_being_writable_during_the_run(tmp_path, dask_scheduler, write,
+                                                        code):
+    """The disk fills up, or the file system turns read-only (as ext4 does on an error),
+    after the store was made: whoever writes the chunks — the client, or a worker — the
+    command ends with one line naming the store and the problem, exit code 1, and the
+    store is intact (the chunks before, if any, and its own description)."""
+    address, client = dask_scheduler
+    store = tmp_path / "s.zarr"
+    fault = _faulty_disk_source(store, code, once=store / STATE_KEY)
+    prelude = ""
+    if write == "client":
+        prelude = fault  # in the CLI process
+    else:
+        client.run(exec, fault, {})  # in the worker process
+    argv = ["run", str(STUDY), "--store", str(store), "--scheduler", address, "--write",
+            write, "--toys", "4", "--chunk-size", "1", "--quiet"]
+    code_line = (f"{prelude}\nimport sys\nfrom toyengine.cli import main\n"
+                 f"sys.exit(main({argv!r}))\n")
+    res = subprocess.run([sys.executable, "-c", code_line], capture_output=True, text=True,
+                         timeout=180)
+    _one_line(res, 1, f"store {store}: cannot write: {os.strerror(code)}; the results "
+                      "written so far are kept")
+    assert (store / STATE_KEY).exists()
+    from toyengine.store import StoreInfo
+
+    assert not StoreInfo(store).done().any()  # nothing was marked done that is not there
 
 
 def test_store_on_proc_is_refused(capsys):

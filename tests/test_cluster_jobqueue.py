@@ -213,19 +213,90 @@ def _kill_jobs(state: Path) -> list[int]:
     return pids
 
 
-def test_dry_run_prints_job_script_and_submits_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tls", [True, False])
+def test_dry_run_prints_job_script_and_submits_nothing(tmp_path: Path, tls: bool) -> None:
+    """TLS by default (certificates made for the submission, gone afterwards), plain TCP
+    only with --no-tls."""
     env = _fake_slurm(tmp_path / "bin", tmp_path / "slurm")
     r = subprocess.run([sys.executable, "-m", "toyengine.cli", "submit", str(STUDY), "--store",
                         str(tmp_path / "s.zarr"), "--cluster", "slurm", "--profile",
                         str(PROFILES / "slurm.yaml"), "--dry-run", "--jobs", "3",
-                        "--lifetime", "200m"],
-                       capture_output=True, text=True, timeout=120, env=env)
+                        "--lifetime", "200m", *([] if tls else ["--no-tls"])],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("#!/usr/bin/env bash\n\n#SBATCH")  # only the script on stdout
-    assert "--lifetime 200m --lifetime-stagger 10m\n" in r.stdout
+    assert "--lifetime 200m --lifetime-stagger 10m" in r.stdout
     assert "3 job(s)" in r.stderr and "12 Dask worker(s)" in r.stderr
+    words = r.stdout.split()
+    if tls:
+        assert "tls://<scheduler-address>" in words and "tcp://<scheduler-address>" not in words
+        key = Path(words[words.index("--tls-key") + 1])
+        assert key.name == "worker-key.pem" and key.parent.parent == tmp_path
+        assert key.parent.name.startswith(".toyengine-tls-")
+        assert "certificates made for the submission" in r.stderr
+    else:
+        assert "tcp://<scheduler-address>" in words and "--tls-key" not in words
+        assert "no TLS (--no-tls)" in r.stderr
+    assert not list(tmp_path.glob(".toyengine-tls-*"))  # temporary certificates removed
     assert not (tmp_path / "slurm" / "calls").exists()  # sbatch never called
     assert not (tmp_path / "s.zarr").exists()
+
+
+def _submit_no_worker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``toyengine submit`` with a stand-in sbatch that accepts the jobs but never runs
+    them: the scheduler starts, nobody joins, and the error names its address."""
+    env = _fake_slurm(tmp_path / "bin", tmp_path / "slurm")
+    (tmp_path / "bin" / "sbatch").write_text(
+        f"#!/usr/bin/env bash\necho \"sbatch $*\" >> {tmp_path / 'slurm' / 'calls'}\n"
+        "echo 'Submitted batch job 4242'\n")
+    return subprocess.run(
+        [sys.executable, "-m", "toyengine.cli", "submit", str(STUDY), "--store",
+         str(tmp_path / "s.zarr"), "--cluster", "slurm", "--jobs", "1", "--cores", "1",
+         "--memory", "1GB", "--scheduler-host", "127.0.0.1", "--dashboard-address",
+         "127.0.0.1:0", "--wait-timeout", "2", "--quiet", *args],
+        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(("args", "scheme"), [((), "tls"), (("--no-tls",), "tcp")])
+def test_submit_uses_tls_unless_no_tls(tmp_path: Path, args: tuple[str, ...],
+                                       scheme: str) -> None:
+    """No TLS setting anywhere: the scheduler of ``toyengine submit`` listens on tls://
+    (with certificates made for this submission, removed at the end); --no-tls: tcp://."""
+    r = _submit_no_worker(tmp_path, *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "no worker joined within 2.0 s" in lines[0]
+    assert f"reach {scheme}://127.0.0.1:" in lines[0], lines[0]
+    assert (tmp_path / "slurm" / "calls").read_text().startswith("sbatch ")
+    assert not list(tmp_path.glob(".toyengine-tls-*"))
+    assert not (tmp_path / "s.zarr").exists()
+
+
+def test_submit_asks_for_yes_before_submitting_a_huge_study(tmp_path: Path) -> None:
+    """The size check of ``toyengine run`` runs before any job is submitted; --yes gets
+    past it (to the submission, here one that never starts a worker)."""
+    for sub in ("ask", "yes"):
+        (tmp_path / sub).mkdir()
+    r = _submit_no_worker(tmp_path / "ask", "--toys", "100000000")
+    assert r.returncode == 2, r.stderr
+    assert "add --yes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ask" / "slurm" / "calls").exists()  # nothing submitted
+    r = _submit_no_worker(tmp_path / "yes", "--toys", "100000000", "--yes")
+    assert r.returncode == 2, r.stderr
+    assert "no worker joined" in r.stderr and "add --yes" not in r.stderr
+    assert (tmp_path / "yes" / "slurm" / "calls").read_text().startswith("sbatch ")
+    assert not list(tmp_path.rglob("s.zarr"))
+
+
+def test_no_tls_and_tls_config_contradict() -> None:
+    with pytest.raises(ClusterError, match="contradict"):
+        resolve_settings("slurm", cores=1, memory="1GB", tls=False, tls_config="x.yaml")
+    # --no-tls beats a tls-config from the configuration or a profile
+    with dask.config.set({"toyengine.cluster.tls-config": "site.yaml"}):
+        s = resolve_settings("slurm", cores=1, memory="1GB", tls=False)
+        assert (s.tls, s.tls_config) == (False, None)
+        assert resolve_settings("slurm", cores=1, memory="1GB").tls_config == "site.yaml"
 
 
 def test_submit_through_jobqueue_runs_study(tmp_path: Path) -> None:
@@ -251,7 +322,12 @@ def test_submit_through_jobqueue_runs_study(tmp_path: Path) -> None:
     assert {c.split()[1] for c in calls if c.startswith("scancel")} == set(map(str, pids))
     script = (tmp_path / "slurm" / "job-0.sh").read_text()
     assert "#SBATCH -t 00:30:00" in script and "--lifetime 20m" in script
-    assert "tcp://127.0.0.1:" in script
+    # no TLS setting given: TLS with certificates made for this submission, in the
+    # current directory (seen by the "batch nodes"), removed when the submission ended
+    words = script.split()
+    assert "tls://127.0.0.1:" in script and "tcp://" not in script
+    assert Path(words[words.index("--tls-key") + 1]).parent.parent == tmp_path
+    assert not list(tmp_path.glob(".toyengine-tls-*"))
     # the results equal toyengine's pure chunk function evaluated here, without Dask
     from toyengine.store import open_results
     from toyengine.study.plan import Chunk, Plan
@@ -289,31 +365,3 @@ def test_failing_submit_command_is_reported(tmp_path: Path) -> None:
     assert "submitting the 2 worker job(s) failed" in r.stderr
     assert "invalid partition specified: nope" in r.stderr and "sbatch" in r.stderr
     assert not (tmp_path / "s.zarr").exists()
-
-
-def test_kubernetes_manifests_run_single_threaded_workers_with_lifetime() -> None:
-    import shlex
-
-    import yaml
-
-    k8s = ROOT / "cluster" / "k8s"
-    plain = yaml.safe_load((k8s / "daskcluster.yaml").read_text())
-    assert (plain["apiVersion"], plain["kind"]) == ("kubernetes.dask.org/v1", "DaskCluster")
-    args = plain["spec"]["worker"]["spec"]["containers"][0]["args"]
-    assert args[:2] == ["dask", "worker"] and args[args.index("--nthreads") + 1] == "1"
-    assert {"--lifetime", "--lifetime-stagger", "--lifetime-restart"} <= set(args)
-    job = yaml.safe_load((k8s / "daskjob.yaml").read_text())
-    run = job["spec"]["job"]["spec"]["containers"][0]["args"]
-    assert run[:2] == ["toyengine", "run"] and "$(DASK_SCHEDULER_ADDRESS)" in run
-    assert run[run.index("--store") + 1].startswith("/results/")
-    # the TLS variant rewrites the operator's tcp:// address for the shell: check that
-    # command with Kubernetes' $$ -> $ unescaping applied
-    tls = yaml.safe_load((k8s / "daskcluster-tls.yaml").read_text())
-    cmd = tls["spec"]["worker"]["spec"]["containers"][0]["args"][0].replace("$$", "$")
-    words = shlex.split(cmd)
-    assert words[:3] == ["exec", "dask", "worker"] and "--tls-cert" in words
-    probe = "printf '%s' " + cmd.split("exec dask worker ", 1)[1].split(" --name")[0]
-    r = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, timeout=10,
-                       env={"DASK_SCHEDULER_ADDRESS": "tcp://toyengine-scheduler:8786",
-                            "PATH": os.environ.get("PATH", "")})
-    assert r.stdout == "tls://toyengine-scheduler:8786", r.stderr

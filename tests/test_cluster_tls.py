@@ -233,3 +233,41 @@ def test_make_certs_falls_back_to_python_without_openssl(tmp_path: Path) -> None
     cert = x509.load_pem_x509_certificate((tmp_path / "c" / "worker.pem").read_bytes())
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.DNSName) == ["node-a.example.org"]
+
+
+def test_temporary_certificates_of_a_submission(tmp_path: Path) -> None:
+    """What ``toyengine submit`` uses without configured certificates: a private CA whose
+    key is gone once the certificates are signed, files only the user can read, all
+    removed when the submission ends (also after an error)."""
+    from cryptography import x509
+
+    from toyengine.run.cluster import temporary_certificates
+
+    with temporary_certificates(tmp_path) as sec:
+        (d,) = tmp_path.glob(".toyengine-tls-*")
+        assert d.stat().st_mode & 0o077 == 0
+        assert not (d / "ca-key.pem").exists()  # nothing can sign another certificate
+        assert sec.require_encryption
+        ca = x509.load_pem_x509_certificate(Path(sec.tls_ca_file).read_bytes())
+        for role in ("scheduler", "worker", "client"):
+            assert Path(getattr(sec, f"tls_{role}_key")).stat().st_mode & 0o077 == 0
+            cert = x509.load_pem_x509_certificate(
+                Path(getattr(sec, f"tls_{role}_cert")).read_bytes())
+            cert.verify_directly_issued_by(ca)
+    assert not list(tmp_path.glob(".toyengine-tls-*"))
+    with pytest.raises(RuntimeError, match="boom"), temporary_certificates(tmp_path):
+        raise RuntimeError("boom")
+    assert not list(tmp_path.glob(".toyengine-tls-*"))
+
+
+def test_temporary_certificates_without_cryptography_is_one_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toyengine.run.cluster import temporary_certificates
+
+    monkeypatch.setitem(sys.modules, "cryptography", None)  # as if not installed
+    with pytest.raises(ClusterError) as err, temporary_certificates(tmp_path):
+        pass
+    text = str(err.value)
+    assert "cryptography" in text and "--tls-config" in text and "--no-tls" in text
+    assert "\n" not in text
+    assert not list(tmp_path.glob(".toyengine-tls-*"))

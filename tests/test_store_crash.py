@@ -6,6 +6,7 @@ crash (nothing runs after the kill: the lease stays until it expires). A rerun m
 the store an undisturbed run gives.
 """
 
+import errno
 import json
 import os
 import shutil
@@ -288,6 +289,35 @@ def test_lease_is_renewed_while_held(tmp_path):
         time.sleep(0.8)
         assert loc.read_json(LEASE_KEY)["expires"] > first
         assert not lease.lost
+
+
+def test_lease_survives_a_full_disk_and_a_read_only_release(tmp_path, monkeypatch):
+    """A renewal that fails (full disk) neither kills the renewing thread nor prints a
+    traceback; renewals resume once there is space; a lease that cannot be deleted at
+    the end (read-only file system) is left to expire, without an error."""
+    loc = Location(str(tmp_path / "s.zarr"))
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    real_write = Location.write_json
+
+    def full(self, key, obj):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def read_only(self, key):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), self.path(key))
+
+    with Lease(loc, ttl=0.3, progress=None) as lease:  # renewed every 0.1 s
+        first = loc.read_json(LEASE_KEY)["expires"]
+        monkeypatch.setattr(Location, "write_json", full)
+        time.sleep(0.5)
+        assert loc.read_json(LEASE_KEY)["expires"] == first  # the renewals failed
+        monkeypatch.setattr(Location, "write_json", real_write)
+        time.sleep(0.5)
+        assert loc.read_json(LEASE_KEY)["expires"] > first  # and resumed
+        assert lease._thread.is_alive() and not lease.lost
+        monkeypatch.setattr(Location, "delete", read_only)
+    assert thread_errors == []
+    assert loc.read_json(LEASE_KEY)["owner"] == lease.token  # left to expire
 
 
 def test_foreign_directory_is_never_overwritten(tmp_path, spec, client):

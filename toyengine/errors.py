@@ -56,6 +56,12 @@ class StoreError(ToyEngineError, RuntimeError):
     """A result store is missing, corrupt, or belongs to a different study."""
 
 
+class StoreWriteError(ToyEngineError, OSError):
+    """The store cannot be written where it is: a full disk, an exceeded quota, a read-only
+    file system or missing permission. The message names the store and the problem; what
+    was written before is intact, so the same command resumes once the cause is fixed."""
+
+
 class SummaryError(ToyEngineError, ValueError):
     """A results Dataset or an argument cannot be summarised as asked. The message names
     the variable, attribute or argument and what was expected."""

@@ -23,7 +23,7 @@
 #
 # Uses openssl when it is installed; otherwise falls back to Python's 'cryptography'
 # package (`toyengine cluster make-certs`). Without either there is no TLS: install one
-# (distributed's Security.temporary(), `--tls-config temporary`, needs 'cryptography' too).
+# (the temporary certificates `toyengine submit` makes by default need 'cryptography' too).
 set -euo pipefail
 
 OUT=./dask-tls

@@ -2,8 +2,10 @@
 
 ``toyengine submit STUDY --store PATH --cluster slurm|htcondor [--dry-run]`` runs a study on
 a batch farm through dask-jobqueue (``--dry-run`` prints the job script and submits
-nothing); ``toyengine cluster make-certs DIR`` makes TLS certificates and a Dask security
-file; ``toyengine cluster config`` prints the resolved settings. Heavy imports (dask,
+nothing), with TLS unless ``--no-tls`` (certificates made for the submission when none
+are configured: see :func:`toyengine.run.cluster.temporary_certificates`);
+``toyengine cluster make-certs DIR`` makes TLS certificates and a Dask security file;
+``toyengine cluster config`` prints the resolved settings. Heavy imports (dask,
 dask-jobqueue) happen inside the commands, so ``toyengine run`` does not pay for them.
 Every option defaults to ``None`` so that ``dask.config`` (``toyengine.cluster.*``,
 ``jobqueue.<system>.*``) decides unless the option is given.
@@ -20,8 +22,9 @@ __all__ = ["add_commands"]
 
 def _job_overrides(args: argparse.Namespace) -> dict[str, Any]:
     keys = ("jobs", "adapt", "task_seconds", "wait_timeout", "scheduler_host",
-            "dashboard_address", "cores", "processes", "memory", "walltime", "queue",
-            "account", "disk", "lifetime", "lifetime_stagger", "lifetime_restart")
+            "dashboard_address", "tls", "tls_config", "cores", "processes", "memory",
+            "walltime", "queue", "account", "disk", "lifetime", "lifetime_stagger",
+            "lifetime_restart")
     out = {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
     system = args.cluster
     if system == "htcondor":
@@ -38,27 +41,35 @@ def _job_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from ..run.cluster import job_script, profile_config, resolve_settings, submit_study
+    from ..run.cluster import (
+        job_script,
+        profile_config,
+        resolve_settings,
+        submit_security,
+        submit_study,
+    )
     from ..study.spec import load_spec
 
     spec = load_spec(args.study).with_overrides(toys=args.toys, seed=args.seed)
     overrides = _job_overrides(args)
     if args.dry_run:
         with profile_config(args.profile):
-            s = resolve_settings(args.cluster, tls_config=args.tls_config, **overrides)
-            security = None
-            if s.tls_config is not None:
-                from ..run.cluster import load_security
-
-                security = load_security(s.tls_config)
-            script = job_script(s, security=security)
+            s = resolve_settings(args.cluster, **overrides)
+            with submit_security(s) as security:
+                script = job_script(s, security=security)
+        if not s.tls:
+            tls = "no TLS (--no-tls)"
+        elif s.tls_config in (None, "temporary"):
+            tls = "TLS with certificates made for the submission (removed when it ends)"
+        else:
+            tls = f"TLS with {s.tls_config}"
         print(f"# dry run: {s.jobs} job(s) like this one would be submitted to {s.system} "
-              f"({s.workers} Dask worker(s)) for study {spec.name!r} -> {args.store}; "
-              "nothing was submitted", file=sys.stderr)
+              f"({s.workers} Dask worker(s)) for study {spec.name!r} -> {args.store}, "
+              f"{tls}; nothing was submitted", file=sys.stderr)
         print(script)
         return 0
     report = submit_study(spec, args.store, system=args.cluster, profile=args.profile,
-                          security=args.tls_config, chunk_size=args.chunk_size,
+                          chunk_size=args.chunk_size, yes=args.yes,
                           progress=None if args.quiet else sys.stderr, **overrides)
     from .finish import finish_run
 
@@ -120,8 +131,14 @@ def add_commands(subparsers: Any) -> None:
     s.add_argument("--lifetime-restart", action=argparse.BooleanOptionalAction, default=None,
                    help="restart a retired worker inside the same job (only for jobs "
                    "without a wall time)")
-    s.add_argument("--tls-config", help="Dask security YAML (cluster/tls/make-certs.sh) or "
-                   "'temporary'")
+    s.add_argument("--tls-config", help="Dask security YAML ('toyengine cluster make-certs "
+                   "DIR' writes DIR/dask-security.yaml); default: certificates made for this "
+                   "submission only, removed when it ends")
+    s.add_argument("--no-tls", dest="tls", action="store_false", default=None,
+                   help="plain TCP: anyone who reaches the scheduler port can run code as "
+                   "you; only on a network you alone use")
+    s.add_argument("--yes", action="store_true",
+                   help="run even if the study's size estimate asks for confirmation")
     s.add_argument("--scheduler-host", help="address the scheduler listens on")
     s.add_argument("--dashboard-address", help="scheduler dashboard address, e.g. "
                    "127.0.0.1:8787")

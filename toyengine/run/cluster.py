@@ -24,6 +24,7 @@ import datetime
 import ipaddress
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ import yaml
 from ..errors import ClusterError
 from ..store.location import Location
 from ..store.results import STATE_KEY
+from .preflight import check_store_path, check_study_size
 
 __all__ = [
     "DEFAULTS_FILE",
@@ -49,7 +51,9 @@ __all__ = [
     "make_certificates",
     "profile_config",
     "resolve_settings",
+    "submit_security",
     "submit_study",
+    "temporary_certificates",
     "with_lifetime",
     "write_security_config",
 ]
@@ -103,6 +107,7 @@ class SubmitSettings:
     wait_timeout: float | None
     scheduler_host: str | None
     dashboard_address: str | None
+    tls: bool
     tls_config: str | None
     profile: str | None
     job_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -288,7 +293,7 @@ def resolve_settings(system: str, **overrides: Any) -> SubmitSettings:
     ``overrides`` take priority; ``None`` values are ignored. Accepted: the
     ``toyengine.cluster`` keys with underscores (``jobs``, ``adapt``, ``task_seconds``,
     ``max_chunks``, ``wait_timeout``, ``scheduler_host``, ``dashboard_address``,
-    ``tls_config``), the job options of :data:`JOB_OPTIONS` and ``lifetime``,
+    ``tls``, ``tls_config``), the job options of :data:`JOB_OPTIONS` and ``lifetime``,
     ``lifetime_stagger``, ``lifetime_restart``.
     """
     if system not in SYSTEMS:
@@ -337,14 +342,18 @@ def resolve_settings(system: str, **overrides: Any) -> SubmitSettings:
         msg = f"jobs must be >= 1, got {jobs}"
         raise ClusterError(msg)
     wait = pick("wait-timeout")
-    tls = pick("tls-config")
+    if given.get("tls") is False and given.get("tls_config") is not None:
+        msg = "--no-tls and --tls-config contradict each other; give one of them"
+        raise ClusterError(msg)
+    use_tls = bool(pick("tls"))
+    tls = pick("tls-config") if use_tls else None
     profile = pick("profile")
     return SubmitSettings(
         system=system, jobs=jobs, adapt=bool(pick("adapt")),
         task_seconds=float(pick("task-seconds")), max_chunks=int(pick("max-chunks")),
         wait_timeout=None if wait is None else float(wait),
         scheduler_host=pick("scheduler-host"), dashboard_address=pick("dashboard-address"),
-        tls_config=None if tls is None else str(tls),
+        tls=use_tls, tls_config=None if tls is None else str(tls),
         profile=None if profile is None else str(profile), job_kwargs=kwargs)
 
 
@@ -354,30 +363,21 @@ def resolve_settings(system: str, **overrides: Any) -> SubmitSettings:
 
 
 def load_security(path: str | Path) -> Any:
-    """A ``distributed.Security`` from a Dask security YAML file, or ``"temporary"``.
+    """A ``distributed.Security`` from a Dask security YAML file.
 
     The file has the layout of Dask's own configuration (``distributed.comm.tls.ca-file``
     and ``cert``/``key`` for the ``scheduler``, ``worker`` and ``client`` roles;
     ``distributed.comm.require-encryption``), as written by ``cluster/tls/make-certs.sh``.
     Relative paths are taken relative to the file. Roles that are absent are left
     unset, so a client-only file works for ``toyengine run --tls-config``.
-    ``"temporary"`` returns ``Security.temporary()`` (an in-memory self-signed
-    certificate; needs the ``cryptography`` package).
     """
     from distributed import Security
 
-    if str(path) == "temporary":
-        try:
-            return Security.temporary()
-        except ImportError as exc:
-            msg = ("--tls-config temporary needs the 'cryptography' package "
-                   "(pip install cryptography); or make certificates with "
-                   "cluster/tls/make-certs.sh")
-            raise ClusterError(msg) from exc
     p = Path(path).expanduser()
     if not p.is_file():
         msg = (f"TLS config {p} not found; make certificates and the file with "
-               "cluster/tls/make-certs.sh DIR (it writes DIR/dask-security.yaml)")
+               "'toyengine cluster make-certs DIR' or cluster/tls/make-certs.sh DIR (both "
+               "write DIR/dask-security.yaml)")
         raise ClusterError(msg)
     cfg = yaml.safe_load(p.read_text()) or {}
     comm = (cfg.get("distributed") or {}).get("comm") or {}
@@ -514,6 +514,97 @@ def make_certificates(directory: str | Path, *, hosts: Sequence[str] = ("localho
     return write_security_config(d)
 
 
+@contextlib.contextmanager
+def temporary_certificates(parent: str | Path) -> Iterator[Any]:
+    """TLS credentials for one submission: a ``distributed.Security`` for certificates
+    made by :func:`make_certificates` in a fresh private directory under ``parent``,
+    deleted on exit.
+
+    This is what ``toyengine submit`` uses when no certificates are configured, so that
+    a batch farm runs with TLS and mutual authentication without any set-up. Why not
+    refuse instead and ask for ``toyengine cluster make-certs``: on a shared farm the
+    safe choice must also be the easy one, and a CA that lives only as long as the
+    submission cannot leak later. Why not distributed's ``Security.temporary()`` (one
+    self-signed certificate for every role, whose key is also the CA key, written by
+    dask-jobqueue into the shared directory and removed only when the cluster object is
+    garbage-collected): here the CA key is deleted as soon as the certificates are
+    signed, so nobody — not even a stolen worker key — can mint another certificate
+    the scheduler accepts, and the directory (mode 700, keys 600) is removed when the
+    submission ends, normally or not.
+
+    Parameters
+    ----------
+    parent : path
+        Where the directory is made; on a file system that the batch nodes see (the
+        workers read their certificate and key from there):
+        ``jobqueue.<system>.shared-temp-directory``, by default the current directory, as
+        for dask-jobqueue's own temporary credentials.
+
+    Yields
+    ------
+    distributed.Security
+        Certificates and keys of the scheduler, worker and client roles, and the CA.
+
+    Raises
+    ------
+    ClusterError
+        ``parent`` is not writable, or the ``cryptography`` package is missing (one line
+        naming the alternatives: ``--tls-config FILE`` or ``--no-tls``).
+    """
+    base = Path(parent).expanduser()
+    try:
+        d = Path(tempfile.mkdtemp(prefix=".toyengine-tls-", dir=base))
+    except OSError as exc:
+        msg = (f"cannot make the temporary TLS certificates in {base} "
+               f"({exc.strerror or exc}); set jobqueue.<system>.shared-temp-directory to "
+               "a private directory the batch nodes see")
+        raise ClusterError(msg) from None
+    try:
+        try:
+            config = make_certificates(d)
+        except ClusterError as exc:
+            msg = ("toyengine submit uses TLS and makes temporary certificates, which needs "
+                   "the Python package 'cryptography' (pip install 'toyengine[cluster]'); or "
+                   "give --tls-config FILE made by cluster/tls/make-certs.sh (openssl), or "
+                   "--no-tls on a network only you use")
+            raise ClusterError(msg) from exc
+        (d / "ca-key.pem").unlink()  # signed: no further certificate can be made
+        yield load_security(config)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def submit_security(settings: SubmitSettings, security: Any = None) -> Iterator[Any]:
+    """The ``distributed.Security`` of a submission (``None``: plain TCP), valid inside the
+    context.
+
+    Parameters
+    ----------
+    settings : SubmitSettings
+        ``tls`` false means no TLS; else ``tls_config`` is loaded, and without one (or
+        with ``"temporary"``) :func:`temporary_certificates` are made in
+        ``jobqueue.<system>.shared-temp-directory`` (default: the current directory).
+    security : distributed.Security or path or "temporary", optional
+        Takes priority over ``settings``.
+
+    Yields
+    ------
+    distributed.Security or None
+    """
+    if security is None:
+        if not settings.tls:
+            yield None
+            return
+        security = settings.tls_config or "temporary"
+    if str(security) == "temporary":
+        shared = dask.config.get(f"jobqueue.{settings.system}.shared-temp-directory", None)
+        with temporary_certificates(shared or Path.cwd()) as sec:
+            yield sec
+        return
+    yield load_security(security) if isinstance(security, (str, Path)) else security
+
+
 # --------------------------------------------------------------------------------------
 # batch farms (dask-jobqueue)
 # --------------------------------------------------------------------------------------
@@ -604,7 +695,7 @@ def _first_submission(cluster: Any, jobs: int) -> None:
 def submit_study(spec: Any, store: str | Path, *, system: str,
                  profile: str | Path | None = None, security: Any = None,
                  chunk_size: int | None = None, progress: TextIO | None = sys.stderr,
-                 **options: Any) -> Any:
+                 yes: bool = False, **options: Any) -> Any:
     """Run ``spec`` into ``store`` on a batch farm (SLURM or HTCondor) through
     dask-jobqueue and return the runner's ``RunReport``.
 
@@ -614,6 +705,12 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
     (worker ``--lifetime``, wall time, pre-emption) are replaced until the study is
     done; their in-flight chunks are re-run elsewhere with identical results. All jobs
     are cancelled at the end. Re-running the same command resumes an incomplete store.
+
+    Scheduler, workers and client talk TLS with mutual authentication unless ``tls``
+    is false (``--no-tls``): with no certificates configured, a private CA made for this
+    submission only (:func:`temporary_certificates`). A local store path and the study's
+    size (:func:`toyengine.run.preflight.check_study_size`) are checked before any job is
+    submitted.
 
     Parameters
     ----------
@@ -626,24 +723,35 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
     profile : path, optional
         Site profile (Dask config YAML), e.g. ``cluster/profiles/slurm.yaml``.
     security : distributed.Security or path or "temporary", optional
-        TLS; default ``toyengine.cluster.tls-config``.
+        TLS credentials; default from the settings (see :func:`submit_security`).
     chunk_size : int, optional
         Toys per task; default: :func:`farm_chunk_size` for a new store.
     progress : file, optional
         Progress and status lines (``None``: silent).
+    yes : bool
+        Run a study even if its size estimate asks for confirmation.
     **options
-        Overrides, see :func:`resolve_settings`.
+        Overrides, see :func:`resolve_settings` (e.g. ``tls=False``, ``jobs=10``).
+
+    Raises
+    ------
+    ClusterError
+        Bad settings, no batch system here, failing submission, no worker in time.
+    UsageError
+        A huge study without ``yes`` (``ConfirmationNeeded``).
+    StoreError
+        The store cannot be created there or comes from another study.
     """
-    from distributed import Client
-
-    from .runner import run_study
-
     with profile_config(profile):
         s = resolve_settings(system, **options)
-        if security is None and s.tls_config is not None:
-            security = s.tls_config
-        if isinstance(security, (str, Path)):
-            security = load_security(security)
+        loc = Location.of(store)
+        if loc.is_local:
+            check_store_path(loc.url if "://" not in loc.url else loc.root)
+        if not loc.exists(STATE_KEY):
+            from ..study.recipe import param_axis
+
+            check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
+                             len(param_axis(spec)), yes)
         import dask_jobqueue
 
         submit = getattr(dask_jobqueue, SYSTEMS[system]).job_cls.submit_command
@@ -652,47 +760,59 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
                    f"{system} submit host (toyengine submit ... --dry-run prints the job "
                    "script without submitting)")
             raise ClusterError(msg)
-        cluster = batch_cluster(s, security=security)
-        try:
-            _first_submission(cluster, s.jobs)
-            if s.adapt:
-                cluster.adapt(minimum_jobs=s.jobs, maximum_jobs=s.jobs)
-            client = Client(cluster)
-            try:
-                if progress is not None:
-                    progress.write(f"{system}: {s.jobs} job(s) x {s.job_kwargs['processes']}"
-                                   f" worker(s) submitted; scheduler "
-                                   f"{cluster.scheduler_address}; waiting for workers\n")
-                    progress.flush()
-                try:
-                    client.wait_for_workers(1, timeout=s.wait_timeout)
-                except TimeoutError as exc:
-                    msg = (f"no worker joined within {s.wait_timeout} s: check the queue "
-                           f"and the job logs (jobqueue.{system}.log-directory); can the "
-                           f"batch nodes reach {cluster.scheduler_address}?")
-                    raise ClusterError(msg) from exc
-                if chunk_size is None and spec.chunk_size is None \
-                        and not Location.of(store).exists(STATE_KEY):
-                    from ..study.plan import Plan
-                    from ..study.show import estimate_cost
+        with submit_security(s, security) as sec:
+            return _run_on_farm(spec, store, s, sec, chunk_size, progress, yes)
 
-                    t = estimate_cost(Plan.of(spec), toys=50,
-                                      budget=min(s.task_seconds, 2.0)).seconds_per_toy
-                    chunk_size = farm_chunk_size(t, spec.toys, len(spec.variants), s.workers,
-                                                 s.task_seconds, s.max_chunks)
-                return run_study(spec, store, client=client, chunk_size=chunk_size,
-                                 progress=progress)
-            finally:
-                client.close()
+
+def _run_on_farm(spec: Any, store: str | Path, s: SubmitSettings, security: Any,
+                 chunk_size: int | None, progress: TextIO | None, yes: bool) -> Any:
+    """Start the batch cluster, submit the jobs, run the study, cancel the jobs."""
+    from distributed import Client
+
+    from .runner import run_study
+
+    system = s.system
+    cluster = batch_cluster(s, security=security)
+    try:
+        _first_submission(cluster, s.jobs)
+        if s.adapt:
+            cluster.adapt(minimum_jobs=s.jobs, maximum_jobs=s.jobs)
+        client = Client(cluster)
+        try:
+            if progress is not None:
+                progress.write(f"{system}: {s.jobs} job(s) x {s.job_kwargs['processes']}"
+                               f" worker(s) submitted; scheduler "
+                               f"{cluster.scheduler_address}; waiting for workers\n")
+                progress.flush()
+            try:
+                client.wait_for_workers(1, timeout=s.wait_timeout)
+            except TimeoutError as exc:
+                msg = (f"no worker joined within {s.wait_timeout} s: check the queue "
+                       f"and the job logs (jobqueue.{system}.log-directory); can the "
+                       f"batch nodes reach {cluster.scheduler_address}?")
+                raise ClusterError(msg) from exc
+            if chunk_size is None and spec.chunk_size is None \
+                    and not Location.of(store).exists(STATE_KEY):
+                from ..study.plan import Plan
+                from ..study.show import estimate_cost
+
+                t = estimate_cost(Plan.of(spec), toys=50,
+                                  budget=min(s.task_seconds, 2.0)).seconds_per_toy
+                chunk_size = farm_chunk_size(t, spec.toys, len(spec.variants), s.workers,
+                                             s.task_seconds, s.max_chunks)
+            return run_study(spec, store, client=client, chunk_size=chunk_size,
+                             progress=progress, yes=yes)
         finally:
-            cluster.close()
+            client.close()
+    finally:
+        cluster.close()
 
 
 def _settings_as_dict(s: SubmitSettings) -> dict[str, Any]:
     """Plain (YAML-printable) form of the settings, for ``toyengine cluster config``."""
     out = {k: getattr(s, k) for k in ("system", "jobs", "adapt", "task_seconds", "max_chunks",
                                        "wait_timeout", "scheduler_host", "dashboard_address",
-                                       "tls_config", "profile")}
+                                       "tls", "tls_config", "profile")}
     out["job_kwargs"] = dict(s.job_kwargs)
     out["workers"] = s.workers
     return out

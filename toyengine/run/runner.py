@@ -29,7 +29,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..errors import ClusterError, Interrupted, StoreError, ToyEngineError
 from ..store.lease import Lease
-from ..store.location import Location
+from ..store.location import Location, store_write_error, store_writes
 from ..store.results import (
     STATE_KEY,
     StoreInfo,
@@ -335,6 +335,9 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         Bad ``workers``/``chunk_size``/``scheduler``, or a huge study without ``yes``.
     StoreError
         The store cannot be created there, comes from another study, or is damaged.
+    StoreWriteError
+        Writing the store failed (full disk, quota, read-only file system, permission),
+        here or on a worker; one line naming the store. What was written is kept.
     ClusterError
         The scheduler cannot be reached.
     Interrupted
@@ -358,7 +361,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
     own_client = client is None
     cluster = None
     interrupted = False
-    with Lease(loc, ttl=lease_ttl, progress=progress):
+    with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress):
         existing = loc.exists(STATE_KEY)
         if existing:
             info = StoreInfo(loc, allow_extending=True)
@@ -509,6 +512,10 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
                 continue
             for fut, res in ac.next_batch(block=False):
                 if fut.status != "finished" or isinstance(res, BaseException):
+                    if isinstance(res, tuple) and len(res) == 3:
+                        res = res[1]  # a task's error comes as (type, exception, traceback)
+                    if store_write_error(loc, res) is not None:
+                        raise res  # a worker cannot write the store: neither can the rest
                     report.errors.append(f"{fut.key}: {type(res).__name__}: {res}")
                     continue
                 if mode == "client":

@@ -83,6 +83,16 @@ class Lease:
 
     def acquire(self) -> None:
         self._new_root = self.loc.is_local and not os.path.exists(self.loc.root)
+        try:
+            self._wait_and_take()
+        except BaseException:  # e.g. a full disk: leave no empty store folders behind
+            self._remove_empty_folders()
+            raise
+        self._thread = threading.Thread(target=self._renew, daemon=True,
+                                        name="toyengine-lease")
+        self._thread.start()
+
+    def _wait_and_take(self) -> None:
         t0 = time.monotonic()
         said = False
         while True:
@@ -107,9 +117,6 @@ class Lease:
                 self.progress.flush()
                 said = True
             time.sleep(min(1.0, self.ttl / 10))
-        self._thread = threading.Thread(target=self._renew, daemon=True,
-                                        name="toyengine-lease")
-        self._thread.start()
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -117,7 +124,10 @@ class Lease:
             if held is None or held.get("owner") != self.token:
                 self.lost = True
                 return
-            self.loc.write_json(LEASE_KEY, self._record())
+            try:
+                self.loc.write_json(LEASE_KEY, self._record())
+            except OSError:  # full disk, read-only: the run's own writes report it; try
+                pass  # again next time (a lease not renewed only expires)
 
     def release(self) -> None:
         self._stop.set()
@@ -125,8 +135,15 @@ class Lease:
             self._thread.join()
         held = self.loc.read_json(LEASE_KEY)
         if held is not None and held.get("owner") == self.token:
-            self.loc.delete(LEASE_KEY)
-        if self.loc.is_local:  # leave no empty folders behind (e.g. a refused store path)
+            try:
+                self.loc.delete(LEASE_KEY)
+            except OSError:  # a read-only file system: the lease expires by itself
+                pass
+        self._remove_empty_folders()
+
+    def _remove_empty_folders(self) -> None:
+        """Leave no empty folders behind (e.g. a refused store path)."""
+        if self.loc.is_local:
             folders = [os.path.dirname(self.loc.path(LEASE_KEY))]
             if self._new_root:
                 folders.append(self.loc.root)

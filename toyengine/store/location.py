@@ -10,17 +10,31 @@ filesystem from it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreWriteError
 
-__all__ = ["Location", "parse_storage_options"]
+__all__ = ["WRITE_ERRNOS", "Location", "parse_storage_options", "store_write_error",
+           "store_writes"]
+
+#: what a failed write into a store means, and what to do about it; these errors come
+#: from the place the store is in, not from toyengine
+WRITE_ERRNOS: dict[int, str] = {
+    errno.ENOSPC: "free some disk space",
+    errno.EFBIG: "free some disk space",
+    errno.EDQUOT: "free some space within your quota",
+    errno.EROFS: "make the file system writable again",
+    errno.EACCES: "check that you may write into the store",
+    errno.EPERM: "check that you may write into the store",
+}
 
 #: (url, options) → (filesystem, root path), resolved once per process
 _RESOLVED: dict[tuple[str, str], tuple[Any, str]] = {}
@@ -142,8 +156,12 @@ class Location:
             path = Path(self.path(key))
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            try:
+                tmp.write_bytes(data)
+                os.replace(tmp, path)
+            except OSError:  # e.g. a full disk: leave no partial temporary file behind
+                tmp.unlink(missing_ok=True)
+                raise
         else:
             self.fs.pipe_file(self.path(key), data)
 
@@ -156,14 +174,14 @@ class Location:
             path = Path(self.path(key))
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-            tmp.write_bytes(data)
             try:
+                tmp.write_bytes(data)
                 os.link(tmp, path)
                 return True
             except FileExistsError:
                 return False
             finally:
-                tmp.unlink()
+                tmp.unlink(missing_ok=True)
         try:
             with self.fs.open(self.path(key), "xb") as f:
                 f.write(data)
@@ -206,3 +224,41 @@ class Location:
         """Delete everything under the root."""
         if self.fs.exists(self.root):
             self.fs.rm(self.root, recursive=True)
+
+
+def store_write_error(store: Location | str, exc: BaseException) -> StoreWriteError | None:
+    """The one-line :class:`StoreWriteError` for ``exc`` if it is a failed write into
+    ``store`` (an ``OSError`` with an errno of :data:`WRITE_ERRNOS` and no file name or
+    one inside the store, also when raised on a Dask worker), else ``None``."""
+    if isinstance(exc, StoreWriteError):
+        return exc
+    if not isinstance(exc, OSError) or exc.errno not in WRITE_ERRNOS:
+        return None
+    loc = Location.of(store)
+    if exc.filename:  # a write() that fails has no file name; an open() or rename() has
+        name = str(exc.filename)
+        if loc.is_local:
+            name = os.path.abspath(name)
+            root = os.path.abspath(loc.root)
+        else:
+            root = loc.root
+        if name != root and not name.startswith(root.rstrip("/") + "/"):
+            return None  # somewhere else (a scratch directory, ...): not the store
+    problem = exc.strerror or os.strerror(exc.errno)
+    return StoreWriteError(f"store {loc}: cannot write: {problem}; the results written so "
+                           f"far are kept: {WRITE_ERRNOS[exc.errno]}, then run the same "
+                           "command again to resume")
+
+
+@contextlib.contextmanager
+def store_writes(store: Location | str) -> Iterator[None]:
+    """Context in which a failed write into ``store`` (full disk, quota, read-only file
+    system, permission) becomes one :class:`StoreWriteError` naming the store; any other
+    error passes unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        err = store_write_error(store, exc)
+        if err is None or err is exc:
+            raise
+        raise err from exc

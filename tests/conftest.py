@@ -23,6 +23,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client on one in-process worker thread, shared by a test module (tests that
+    need worker processes or a hand-started scheduler make their own)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
 @pytest.fixture(autouse=False)
 def quiet_env(monkeypatch):
     monkeypatch.setenv("PYTHONWARNINGS", "ignore")

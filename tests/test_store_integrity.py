@@ -30,15 +30,6 @@ def assert_same_store(a, b):
 
 
 @pytest.fixture(scope="module")
-def client():
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def spec():
     return load_spec(HELLO).with_overrides(toys=40)
 

@@ -148,18 +148,29 @@ class Location:
         except ValueError:
             return None
 
+    def _local_temporary(self, key: str, data: bytes) -> tuple[Path, Path]:
+        """``(path of key, complete temporary file beside it)``: the temporary name is
+        unique per process and call (``.name.pid.uuid.tmp``, hidden), so concurrent writers
+        never share one; on failure (e.g. a full disk) nothing is left behind."""
+        path = Path(self.path(key))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            tmp.write_bytes(data)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+        return path, tmp
+
     def write_json(self, key: str, obj: Any) -> None:
         """Write ``obj`` at ``key`` atomically: a local file is written under a unique
         temporary name and renamed; an object-store PUT is atomic by itself."""
         data = json.dumps(obj, sort_keys=True).encode()
         if self.is_local:
-            path = Path(self.path(key))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+            path, tmp = self._local_temporary(key, data)
             try:
-                tmp.write_bytes(data)
                 os.replace(tmp, path)
-            except OSError:  # e.g. a full disk: leave no partial temporary file behind
+            except OSError:
                 tmp.unlink(missing_ok=True)
                 raise
         else:
@@ -171,11 +182,8 @@ class Location:
         stores: a conditional PUT where the filesystem supports it (``mode="xb"``)."""
         data = json.dumps(obj, sort_keys=True).encode()
         if self.is_local:
-            path = Path(self.path(key))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+            path, tmp = self._local_temporary(key, data)
             try:
-                tmp.write_bytes(data)
                 os.link(tmp, path)
                 return True
             except FileExistsError:

@@ -188,7 +188,7 @@ def test_scan_is_stored_and_never_beats_the_global_fit(tmp_path):
 
 def test_toys_for_precision():
     from toyengine.errors import ToyEngineError
-    from toyengine.run.runner import toys_for_precision
+    from toyengine.run.precision import toys_for_precision
 
     # p = 0.01 from 10/1000: relative error 0.31; 10 % needs (1 − p)/(p · 0.01) = 9900 toys
     assert toys_for_precision(10, 1000, 0.1, 10**6) == 9900

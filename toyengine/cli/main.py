@@ -53,7 +53,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
           "storage_options": _storage_options(args), "write": args.write,
           "worker_timeout": args.worker_timeout}
     if args.precision is not None:
-        from ..run.runner import run_to_precision
+        from ..run.precision import run_to_precision
 
         report = run_to_precision(spec, args.store, args.precision, args.max_toys, **kw)
     else:
@@ -295,6 +295,15 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def _precision(text: str) -> float | dict[str, float]:
+    from ..run.precision import parse_precision
+
+    try:
+        return parse_precision(text)
+    except ToyEngineError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -365,10 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--yes", action="store_true",
                    help="run even if the study's size estimate asks for confirmation")
     r.add_argument("--summary", action="store_true", help="print the summary at the end")
-    r.add_argument("--precision", type=_positive_float, help="significance studies: add toys until "
-                   "the toy p-value of test.observed has this relative error")
+    r.add_argument("--precision", type=_precision, metavar="TARGET",
+                   help="run in rounds, extending the store, until the target is reached: "
+                   "a number is the relative error of the toy p-value at test.observed "
+                   "(significance studies); NAME=ERROR[,NAME=ERROR] the statistical error "
+                   "of every paired shift and of the total, in the parameter's unit "
+                   "(model-variation studies, e.g. delta_m=0.001)")
     r.add_argument("--max-toys", type=_int_at_least(1), default=100000,
-                   help="upper bound on toys with --precision (default 100000)")
+                   help="upper bound on toys per variant with --precision (default 100000)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--write", default="auto", choices=["auto", "workers", "client"],
                    help="who writes results: each worker its own chunks, or the client "

@@ -40,7 +40,6 @@ from ..store.results import (
     unmark,
     write_chunk,
 )
-from ..study.kinds import kind_info
 from ..study.plan import Chunk, Plan
 from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate
@@ -56,8 +55,7 @@ from .preflight import (
     probe_scheduler,
 )
 
-__all__ = ["RunReport", "auto_chunk_size", "run_study", "run_to_precision",
-           "toys_for_precision"]
+__all__ = ["RunReport", "auto_chunk_size", "run_study"]
 
 #: floor of the automatic task length (seconds of work per chunk)
 TARGET_TASK_SECONDS = 5.0
@@ -569,55 +567,3 @@ def require_complete(report: RunReport) -> None:
         msg = (f"{len(report.missing_chunks)} chunk(s) not done in {report.store}: "
                f"{report.missing_chunks[:20]}; errors: {report.errors[:5]}")
         raise ToyEngineError(msg)
-
-
-def toys_for_precision(n_exceed: int, n_toys: int, precision: float, max_toys: int) -> int:
-    """Toys needed for a toy p-value ``k/n`` with relative standard error ``precision``.
-
-    The binomial relative error is ``sqrt((1 − p) / (n p))``, so ``n = (1 − p) / (p r²)``
-    with ``p = k/n``; with no exceedance yet, ``p`` is taken as the 68.27 % Clopper–Pearson
-    upper limit (an optimistic guess, revised after the next batch). Never less than twice
-    the current count (so that a run progresses), never more than ``max_toys``.
-    """
-    from ..summary._common import clopper_pearson
-
-    if not 0.0 < precision < 1.0:
-        msg = f"--precision {precision!r} must lie in (0, 1) (a relative error)"
-        raise ToyEngineError(msg)
-    if n_toys == 0:
-        return min(max_toys, 100)
-    p = n_exceed / n_toys if n_exceed else clopper_pearson(0, n_toys)[1]
-    if n_exceed and math.sqrt((1.0 - p) / (n_toys * p)) <= precision:
-        return n_toys
-    need = int(math.ceil((1.0 - p) / (p * precision**2)))
-    return int(min(max_toys, max(need, 2 * n_toys)))
-
-
-def run_to_precision(spec: StudySpec, store: str | Path, precision: float, max_toys: int,
-                     **kw: Any) -> RunReport:
-    """Run a significance study until the toy p-value of its observed t reaches relative
-    standard error ``precision`` (or ``max_toys`` toys): run, count, extend, repeat.
-
-    Needs ``test.observed`` in the study. The toys already in ``store`` count; results are
-    identical to one run with the final toy count (toys are seeded individually).
-    """
-    from ..store.results import open_results
-    from ..summary.teststat import test_statistic
-
-    t_obs = float(spec.test.get("observed", math.nan))
-    if not kind_info(spec.kind).nested_test or not math.isfinite(t_obs):
-        msg = ("--precision needs a significance study with test.observed (the t whose toy "
-               "p-value it targets)")
-        raise ToyEngineError(msg)
-    toys = min(spec.toys, max_toys)
-    while True:
-        report = run_study(spec.with_overrides(toys=toys), store, **kw)
-        if not report.complete:
-            return report
-        ds = open_results(store, kw.get("storage_options"))
-        t = np.asarray(test_statistic(ds).isel(variant=0).values)
-        t = t[np.isfinite(t)]
-        want = toys_for_precision(int(np.sum(t >= t_obs)), int(t.size), precision, max_toys)
-        if want <= toys:
-            return report
-        toys = want

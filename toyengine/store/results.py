@@ -46,6 +46,8 @@ CONTROL_GROUP_KEY = "_toyengine/zarr.json"
 STATE_KEY = "_toyengine/state.json"
 CREATING_KEY = "_toyengine/creating.json"
 EXTEND_KEY = "_toyengine/extend.json"
+#: the rounds of a precision-targeted run (``toyengine run --precision``)
+PRECISION_KEY = "_toyengine/precision.json"
 DONE_PREFIX = "_toyengine/done"
 _TABLE_CHUNK = 4096
 #: toys per dask block of :func:`open_results` (rounded to whole store chunks)
@@ -527,6 +529,9 @@ def open_results(store: str | Path | Location,
     ds = xr.open_zarr(info.loc.zarr_store(read_only=True), consolidated=False,
                       chunks={"toy": per, "variant": 1})
     ds = ds.isel(chunk=slice(0, info.n_chunks))
+    rounds = info.loc.read_json(PRECISION_KEY)
+    if rounds is not None:  # a precision-targeted run: how many rounds and toys it took
+        ds.attrs["precision_rounds"] = json.dumps(rounds, sort_keys=True)
     return ds.assign(chunk_done=("chunk", info.done()))
 
 

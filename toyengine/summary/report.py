@@ -401,8 +401,35 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
         if st is not None:
             sections["systematics"] = st.tables()
             data["systematics"] = st.to_dict()
+    note = precision_note(ds)
+    if note:
+        from dataclasses import replace
+
+        data["precision"] = json.loads(str(ds.attrs["precision_rounds"]))
+        head = next((sec for sec in ("systematics", "significance") if sections.get(sec)), None)
+        if head is not None:
+            first = sections[head][0]
+            sections[head] = [replace(first, notes=(*first.notes, note)), *sections[head][1:]]
     named = {sec: _named(sec, sections[sec]) for sec in info.sections if sections.get(sec)}
     return named, data
+
+
+def precision_note(ds: xr.Dataset) -> str:
+    """One line on a precision-targeted run (``toyengine run --precision``): its targets,
+    rounds and toys per variant, and whether it reached them; ``""`` for other stores."""
+    raw = ds.attrs.get("precision_rounds")
+    if not raw:
+        return ""
+    rec = json.loads(str(raw))
+    rounds = rec.get("rounds", [])
+    targets = rec.get("targets")
+    what = (", ".join(f"stat({p}) ≤ {v:g}" for p, v in targets.items())
+            if isinstance(targets, dict) else f"relative error of p_toys ≤ {targets:g}")
+    toys = " → ".join(str(r["toys"]) for r in rounds)
+    end = ("reached" if rec.get("reached")
+           else f"NOT reached (stopped at --max-toys {rec.get('max_toys')})")
+    return (f"Precision run: {what}; {len(rounds)} round(s), toys per variant {toys}; "
+            f"target {end}.")
 
 
 def summary_tables(ds: xr.Dataset, sections: Sequence[str] | None = None) -> list[Table]:

@@ -527,7 +527,7 @@ def open_results(store: str | Path | Location,
     # ``toy`` (about READ_BLOCK_TOYS toys), so a reduction streams over the store
     per = max(1, READ_BLOCK_TOYS // info.chunk_size) * info.chunk_size
     ds = xr.open_zarr(info.loc.zarr_store(read_only=True), consolidated=False,
-                      chunks={"toy": per, "variant": 1})
+                      chunks={"toy": per})
     ds = ds.isel(chunk=slice(0, info.n_chunks))
     rounds = info.loc.read_json(PRECISION_KEY)
     if rounds is not None:  # a precision-targeted run: how many rounds and toys it took

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -480,7 +481,9 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
 
     if not pending:
         return
-    tag = f"{plan.spec.digest[:12]}-{info.toys}"
+    # task keys unique to this run: a rerun on the same cluster (resume, another chunk size)
+    # must never submit a key the scheduler may still be releasing from the last run
+    tag = f"{plan.spec.digest[:12]}-{info.toys}-{uuid.uuid4().hex[:8]}"
     name = f"toyengine-study-{tag}"
     client.register_plugin(StudyPlugin(name, plan), name=name)
     keys = [f"toyengine-{tag}-chunk-{c.index}" for c in pending]

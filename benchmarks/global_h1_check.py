@@ -22,7 +22,7 @@ import numpy as np
 
 from toyengine.core.fit import fit
 from toyengine.study.plan import Chunk, Plan
-from toyengine.study.recipe import run_chunk, toy_data
+from toyengine.study.recipe import run_chunk, toy_nll_function
 from toyengine.study.spec import build_model, load_spec
 from toyengine.summary.ndof import fit_chi2_ndof
 
@@ -51,9 +51,9 @@ def _work(args):
     idx = [h1.parameters.index(n) for n in names]
     out = []
     for i, t in enumerate(range(start, stop)):
-        # the toy's data set exactly as the engine generated it (constraint terms are not
-        # added: the grid refit is for studies without Gaussian constraints)
-        nll = h1.nll(toy_data(spec, t, v.index))
+        # the likelihood exactly as the engine minimised it: the toy's data set and its
+        # global observables in the constraint terms
+        nll = toy_nll_function(spec, t, spec.test["h1"], v.index)
         x0s = []
         for row in pts:
             x = h1.parameters.values.copy()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,8 @@ from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["ChunkResult", "global_observables", "run_chunk", "toy_data", "toy_nll"]
+__all__ = ["ChunkResult", "global_observables", "run_chunk", "toy_data", "toy_nll",
+           "toy_nll_function"]
 
 
 @dataclass
@@ -265,18 +267,26 @@ def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
                       data_streams(spec.seed, toy, None if spec.paired else v.index))
 
 
-def toy_nll(spec: StudySpec, toy: int, hypothesis: str, values: np.ndarray,
-            variant: int = 0) -> float:
-    """−ln L of toy ``toy`` under ``hypothesis`` at ``values`` (that model's parameter
-    order), global observables included: what the engine minimised."""
+def toy_nll_function(spec: StudySpec, toy: int, hypothesis: str,
+                     variant: int = 0) -> Callable[[np.ndarray], float]:
+    """The −ln L that the engine minimised for toy ``toy`` under ``hypothesis``: a function
+    of that model's parameter vector, the toy's global observables in the constraint
+    terms (refit it with :func:`toyengine.core.fit.fit` to check a stored minimum)."""
     v = spec.variants[variant]
     params = param_axis(spec)
     model = build_model(spec, v, hypothesis)
     gen = build_model(spec, v, v.generate)
     gobs = (global_observables(spec, v, toy, params) if load_fixed_data(spec, gen) is None
             else _nominal_global_observables(spec, v, params))
-    nll = _with_global_observables(model.nll(toy_data(spec, toy, variant)), model.parameters,
-                                   gobs, {n: i for i, n in enumerate(params)})
+    return _with_global_observables(model.nll(toy_data(spec, toy, variant)), model.parameters,
+                                    gobs, {n: i for i, n in enumerate(params)})
+
+
+def toy_nll(spec: StudySpec, toy: int, hypothesis: str, values: np.ndarray,
+            variant: int = 0) -> float:
+    """−ln L of toy ``toy`` under ``hypothesis`` at ``values`` (that model's parameter
+    order), global observables included: what the engine minimised."""
+    nll = toy_nll_function(spec, toy, hypothesis, variant)
     return float(nll(np.asarray(values, dtype=float)))
 
 

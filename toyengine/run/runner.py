@@ -58,6 +58,8 @@ from .preflight import (
 
 __all__ = ["RunReport", "auto_chunk_size", "run_study"]
 
+#: seconds a finished task's result is awaited before the worker watcher is asked again
+RESULT_WAIT = 2.0
 #: floor of the automatic task length (seconds of work per chunk)
 TARGET_TASK_SECONDS = 5.0
 #: the automatic chunk size keeps the cluster below this many finished tasks per second
@@ -496,14 +498,17 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
         futures = client.map(chunk_task, [name] * len(pending), pending, key=keys, retries=3,
                              pure=False)
     watch = _WorkerWatch(client, worker_timeout)
-    # with_results: each result is fetched in the background as its task finishes, so the
-    # loop below never blocks on a result whose worker has just died (it would wait for a
-    # recomputation that no worker is left to do); the watcher stops the run instead
-    ac = as_completed(futures, with_results=True, raise_errors=False)
+    # as_completed only watches the tasks' states; each result is then fetched with a
+    # timeout, so that neither a result whose worker died just after finishing (it waits for
+    # a recomputation that no worker may be left to do) nor a lost fetch (distributed's
+    # background fetch of ``with_results`` can die silently in the event loop) blocks the
+    # run: between attempts the worker watcher may stop it
+    ac = as_completed(futures)
     del futures[:]  # as_completed holds them; each is released once its result is in
+    pending_fetch: list[Any] = []
     try:
-        while not ac.is_empty():
-            if not ac.has_ready():
+        while not (ac.is_empty() and not pending_fetch):
+            if not pending_fetch and not ac.has_ready():
                 stopped = watch.check()
                 if stopped:
                     report.stopped = stopped
@@ -511,22 +516,33 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
                     break
                 time.sleep(0.01)
                 continue
-            for fut, res in ac.next_batch(block=False):
-                if fut.status != "finished" or isinstance(res, BaseException):
-                    if isinstance(res, tuple) and len(res) == 3:
-                        res = res[1]  # a task's error comes as (type, exception, traceback)
-                    if store_write_error(loc, res) is not None:
-                        raise res  # a worker cannot write the store: neither can the rest
-                    report.errors.append(f"{fut.key}: {type(res).__name__}: {res}")
-                    continue
-                if mode == "client":
-                    write_chunk(loc, res, info.toys, info.chunk_size)
-                report.chunks_run += 1
-                bar.update(res)  # counts the failed fits
-                del fut, res
+            if not pending_fetch:
+                pending_fetch = list(ac.next_batch(block=False))
+            fut = pending_fetch[0]
+            try:
+                res = fut.result(timeout=RESULT_WAIT)
+            except TimeoutError:
+                stopped = watch.check()
+                if stopped:
+                    report.stopped = stopped
+                    report.errors.append(stopped)
+                    break
+                continue  # the same future again
+            except Exception as exc:  # noqa: BLE001 - the task failed (retries used up)
+                pending_fetch.pop(0)
+                if store_write_error(loc, exc) is not None:
+                    raise  # a worker cannot write the store: neither can the rest
+                report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
+                continue
+            pending_fetch.pop(0)
+            if mode == "client":
+                write_chunk(loc, res, info.toys, info.chunk_size)
+            report.chunks_run += 1
+            bar.update(res)  # counts the failed fits
+            del fut, res
     finally:
         report.failed_fits = bar.failed
-        left = list(ac.futures)
+        left = [*ac.futures, *pending_fetch]
         if left:
             client.cancel(left)
         try:

@@ -8,8 +8,8 @@ from the ``[test]`` extra) on 127.0.0.1, runs the hello-world study with N toys
 * on the hand-started cluster into ``s3://`` on the moto server,
 
 each with its own automatic chunk size, then compares every stored array (``fit_time``
-excepted: it measures the machine) and attribute (the chunk size and the checkout's paths
-excepted) and measures the peak RSS of ``toyengine summary`` on each store. Usage::
+excepted: it measures the machine; the chunk table excepted: it is the layout each run
+chose) and attribute (the chunk size and the checkout's paths excepted) and measures the peak RSS of ``toyengine summary`` on each store. Usage::
 
     PYTHONPATH=$PWD python benchmarks/campaign_identity.py [N]    # default 100000
 
@@ -78,7 +78,9 @@ def _arrays(store: str, opts: dict[str, str]) -> tuple[dict[str, np.ndarray], di
     from toyengine import open_results
 
     ds = open_results(store, opts)
-    out = {k: np.asarray(ds[k].values) for k in ds.variables if k not in MACHINE_FIELDS}
+    # the chunk table (dimension ``chunk``) is the layout each run chose, not a result
+    out = {k: np.asarray(ds[k].values) for k in ds.variables
+           if k not in MACHINE_FIELDS and "chunk" not in ds[k].dims}
     attrs = {k: v for k, v in ds.attrs.items() if k not in VOLATILE_ATTRS}
     return out, attrs
 

@@ -9,7 +9,8 @@ from the ``[test]`` extra) on 127.0.0.1, runs the hello-world study with N toys
 
 each with its own automatic chunk size, then compares every stored array (``fit_time``
 excepted: it measures the machine; the chunk table excepted: it is the layout each run
-chose) and attribute (the chunk size and the checkout's paths excepted) and measures the peak RSS of ``toyengine summary`` on each store. Usage::
+chose) and attribute (the chunk size and the checkout's paths excepted), and measures the
+peak RSS of ``toyengine summary`` on each store. Usage::
 
     PYTHONPATH=$PWD python benchmarks/campaign_identity.py [N]    # default 100000
 

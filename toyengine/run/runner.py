@@ -60,6 +60,11 @@ __all__ = ["RunReport", "auto_chunk_size", "run_study"]
 
 #: seconds a finished task's result is awaited before the worker watcher is asked again
 RESULT_WAIT = 2.0
+#: waits of RESULT_WAIT after which an unanswered batch fetch is retried one task at a time
+BATCH_WAITS = 5
+#: finished tasks are collected at most this often (seconds), so that one gather fetches
+#: the results of many: the client's cost per chunk falls with the batch size
+BATCH_SECONDS = 0.1
 #: floor of the automatic task length (seconds of work per chunk)
 TARGET_TASK_SECONDS = 5.0
 #: the automatic chunk size keeps the cluster below this many finished tasks per second
@@ -498,57 +503,117 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
         futures = client.map(chunk_task, [name] * len(pending), pending, key=keys, retries=3,
                              pure=False)
     watch = _WorkerWatch(client, worker_timeout)
-    # as_completed only watches the tasks' states; each result is then fetched with a
-    # timeout, so that neither a result whose worker died just after finishing (it waits for
-    # a recomputation that no worker may be left to do) nor a lost fetch (distributed's
-    # background fetch of ``with_results`` can die silently in the event loop) blocks the
-    # run: between attempts the worker watcher may stop it
+    # as_completed only watches the tasks' states; the finished results are then fetched in
+    # batches by a helper thread (one gather per batch, not one round trip per chunk), so
+    # that the loop can wait with a timeout: neither a result whose worker died just after
+    # finishing (it waits for a recomputation that no worker may be left to do) nor a lost
+    # fetch blocks the run, since between waits the worker watcher may stop it. A batch
+    # that fails or stays unanswered falls back to one ``Future.result(timeout)`` per task.
     ac = as_completed(futures)
     del futures[:]  # as_completed holds them; each is released once its result is in
-    pending_fetch: list[Any] = []
+    one_by_one: list[Any] = []
+    fetch: _BatchFetch | None = None
+    last_batch = 0.0
+
+    def stop() -> bool:
+        stopped = watch.check()
+        if stopped:
+            report.stopped = stopped
+            report.errors.append(stopped)
+        return bool(stopped)
+
+    def fold(res: ChunkResult) -> None:
+        if mode == "client":
+            write_chunk(loc, res, info.toys, info.chunk_size)
+        report.chunks_run += 1
+        bar.update(res)  # counts the failed fits
+
     try:
-        while not (ac.is_empty() and not pending_fetch):
-            if not pending_fetch and not ac.has_ready():
-                stopped = watch.check()
-                if stopped:
-                    report.stopped = stopped
-                    report.errors.append(stopped)
-                    break
-                time.sleep(0.01)
+        while not (ac.is_empty() and fetch is None and not one_by_one):
+            if fetch is not None:
+                if not fetch.done.wait(RESULT_WAIT):
+                    if stop():
+                        break
+                    fetch.waits += 1
+                    if fetch.waits >= BATCH_WAITS:  # unanswered: fetch these one by one
+                        one_by_one += fetch.futures
+                        fetch = None
+                    continue
+                if fetch.error is not None:  # a result was lost on the way: one by one
+                    one_by_one += fetch.futures
+                else:
+                    for res in fetch.results:
+                        fold(res)
+                fetch = None
                 continue
-            if not pending_fetch:
-                pending_fetch = list(ac.next_batch(block=False))
-            fut = pending_fetch[0]
-            try:
-                res = fut.result(timeout=RESULT_WAIT)
-            except TimeoutError:
-                stopped = watch.check()
-                if stopped:
-                    report.stopped = stopped
-                    report.errors.append(stopped)
-                    break
-                continue  # the same future again
-            except Exception as exc:  # noqa: BLE001 - the task failed (retries used up)
-                pending_fetch.pop(0)
-                if store_write_error(loc, exc) is not None:
-                    raise  # a worker cannot write the store: neither can the rest
-                report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
+            if one_by_one:
+                fut = one_by_one[0]
+                try:
+                    res = fut.result(timeout=RESULT_WAIT)
+                except TimeoutError:
+                    if stop():
+                        break
+                    continue  # the same future again
+                except Exception as exc:  # noqa: BLE001 - the task failed (retries used up)
+                    one_by_one.pop(0)
+                    if store_write_error(loc, exc) is not None:
+                        raise  # a worker cannot write the store: neither can the rest
+                    report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
+                    continue
+                one_by_one.pop(0)
+                fold(res)
+                del fut, res
                 continue
-            pending_fetch.pop(0)
-            if mode == "client":
-                write_chunk(loc, res, info.toys, info.chunk_size)
-            report.chunks_run += 1
-            bar.update(res)  # counts the failed fits
-            del fut, res
+            wait = last_batch + BATCH_SECONDS - time.monotonic()
+            if wait > 0 or not ac.has_ready():
+                if stop():
+                    break
+                time.sleep(max(wait, 0.01))
+                continue
+            last_batch = time.monotonic()
+            batch = list(ac.next_batch(block=False))
+            finished = [f for f in batch if f.status == "finished"]
+            one_by_one += [f for f in batch if f.status != "finished"]  # errors reported there
+            if finished:
+                fetch = _BatchFetch(client, finished)
+            del batch
     finally:
         report.failed_fits = bar.failed
-        left = [*ac.futures, *pending_fetch]
+        left = [*ac.futures, *one_by_one, *(fetch.futures if fetch is not None else [])]
         if left:
             client.cancel(left)
         try:
             client.unregister_worker_plugin(name)
         except Exception:  # noqa: BLE001 - the cluster may be gone
             pass
+
+
+class _BatchFetch:
+    """Gathers the results of a batch of finished tasks in a daemon thread.
+
+    ``done`` is set when the gather returns (``results``, in the order of ``futures``) or
+    raises (``error``). The thread is a daemon: a gather that never returns (a
+    distributed fetch lost in its event loop) is abandoned, not joined at exit.
+    """
+
+    def __init__(self, client: Any, futures: list[Any]):
+        import threading
+
+        self.futures = futures
+        self.results: list[Any] = []
+        self.error: BaseException | None = None
+        self.waits = 0
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(client,), daemon=True,
+                         name="toyengine-fetch").start()
+
+    def _run(self, client: Any) -> None:
+        try:
+            self.results = client.gather(self.futures)
+        except BaseException as exc:  # noqa: BLE001 - handed to the collection loop
+            self.error = exc
+        finally:
+            self.done.set()
 
 
 class _WorkerWatch:

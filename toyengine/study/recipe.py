@@ -55,7 +55,7 @@ class ChunkResult:
 
     @property
     def n_failed(self) -> int:
-        return int(np.sum(self.arrays["status"] != FitStatus.VALID))
+        return int(np.count_nonzero(self.arrays["status"] != int(FitStatus.VALID)))
 
 
 def _n_events(data: Any) -> int:

@@ -76,8 +76,9 @@ def test_chosen_range_matches_both_papers():
     - BW → BW: σ(δm_BW) is 61 keV in Nature Physics 18 (2022) 751. Our toys carry no sPlot
       weights (whose subtracted non-D0 background inflates the data's error), and more
       background would drag Γ_BW of the U → BW ensemble below 245 keV; 55 keV is reached.
-      The bound 0.85 × 61 keV is the measured 68 % spread of the per-toy HESSE errors
-      (±11 % at these settings, 500 toys): the paper's 61 keV is one such draw.
+      The paper's 61 keV is one draw of the per-toy HESSE error, whose 68 % range is
+      ±13 % of its median at these settings (47.7–61.9 keV, 500 toys): 61 keV must lie
+      inside that range around the expected error.
     """
     spec = load_spec(STUDIES / "bw_vs_unitarised.yaml")
     u_to_bw = _asimov_fit(spec, "U", "BW")
@@ -87,4 +88,4 @@ def test_chosen_range_matches_both_papers():
     assert abs(gamma - 410.0) < 165.0, gamma
     bw_to_bw = _asimov_fit(spec, "BW", "BW")
     sigma = 1e3 * bw_to_bw.error("delta_m")
-    assert 0.85 * 61.0 < sigma < 61.0, sigma
+    assert 0.87 * sigma < 61.0 < 1.13 * sigma, sigma

@@ -114,7 +114,7 @@ def test_tcc_declared_with_mass1d_gives_the_tcc_builders_fits():
     from toyengine.study.spec import build_model
 
     a = build_model(decl, decl.variants[0], "nominal")
-    b = build_tcc({})
+    b = build_model(hand, hand.variants[0], "nominal")
     # the fit-relevant fields; unit and label are display only (tcc labels its parameters)
     assert ([replace(p, unit="", label="") for p in a.parameters]
             == [replace(p, unit="", label="") for p in b.parameters])

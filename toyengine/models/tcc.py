@@ -9,9 +9,15 @@ m_A = 2 m_D0, m_B = m_pi+) ⊗ resolution. Background: Phi_2(D*+ D0) × positive
 the double Gaussian of its Methods, "Resolution model for the D0D0π+ mass" (σ1 = 1.05 × 263
 keV, σ2 = 2.413 σ1, f = 0.778).
 
-Background level: the papers do not give it. ``n_bkg = 700`` in δm ∈ [−4, 11] MeV was chosen
-(a calibration, not a prediction) so that toy fits give σ(delta_m) ≈ 61 keV, the statistical
-uncertainty of δm_BW = −273 ± 61 keV in Nature Physics 18 (2022) 751.
+Fit range and background: the papers give neither. The T_cc studies use δm ∈ [−4, 24.914]
+MeV (up to 3.9 GeV, the end of the region both papers use to study the background), 286
+candidates (BW: 117 signal + 169 background; unitarised: 186 + 100) and a Φ2 × P2 background
+with Bernstein coefficients (1.4 : 1 : 1): a calibration, chosen so that the BW toy fits give
+σ(δm_BW) ≈ 55 keV (Nature Physics 18 (2022) 751: ±61 keV) while the unitarised → BW
+cross-check ensemble of Nature Communications 13 (2022) 3351 gives δm_BW ≈ −281 keV and Γ_BW
+within one standard deviation of 410 keV; docs/tcc-references.md gives the reasons. The
+builder's own defaults (δm ∈ [−4, 11] MeV, 700 background events, flat polynomial) are
+generic start values only.
 """
 
 from __future__ import annotations

@@ -104,10 +104,21 @@ class StudySpec:
         return StudySpec(**kw)
 
     def model_config(self, variant: Variant, model: str) -> dict[str, Any]:
-        """The model description of ``model`` with the variant's patch deep-merged in."""
+        """The model description of ``model`` with the variant's patch deep-merged in; a
+        parameter the patch sets to ``None`` loses the base model's override."""
         base = copy.deepcopy(dict(self.models[model]))
         patch = variant.patches.get(model)
-        return _deep_merge(base, patch) if patch else base
+        if not patch:
+            return base
+        out = _deep_merge(base, patch)
+        params = out.get("parameters")
+        if params:
+            kept = {k: v for k, v in params.items() if v is not None}
+            if kept:
+                out["parameters"] = kept
+            else:
+                out.pop("parameters")
+        return out
 
     def data_path(self) -> Path | None:
         if self.data is None:

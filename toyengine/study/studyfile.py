@@ -90,7 +90,9 @@ class ModelPatch(StrictModel):
     """Patch of a variant to one model (deep-merged into the base model)."""
 
     options: dict[str, Any] | None = Field(None, description="builder options to change")
-    parameters: Parameters | None = Field(None, description="parameter overrides")
+    parameters: dict[Name, Number | ParameterSetting | None] | None = Field(
+        None, description="parameter overrides; null drops the base model's override of "
+        "that parameter (one the variant's model does not have)")
 
 
 class ScanSettings(StrictModel):

@@ -284,6 +284,7 @@ class BreitWignerGrid:
         # Γ(m) = Γ0 · m0 · g(m) / (q0^{2L+1} / D_L(z0)), with g(m) = q^{2L+1} / (m D_L(z))
         safe_m = np.where(self._q > 0.0, self.m, 1.0)
         self._g = self._q ** (2 * self.L + 1) / (safe_m * self._d_z)
+        self._pref = (2.0 / math.pi) * self.m  # P(m) of F = P w / (u² + w²)
 
     def _c0(self, q0: float) -> float:
         """D_L(z0) / q0^{2L+1}."""
@@ -309,28 +310,54 @@ class BreitWignerGrid:
     def density_and_gradient(
         self, m0: float, gamma0: float
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-        """F(m) and its analytic derivatives ∂F/∂m0 and ∂F/∂Γ0 on the grid.
-
-        With w = m0 Γ(m) = Γ0 m0² c0 g(m), c0 = D_L(z0)/q0^{2L+1}, D = (m0² − m²)² + w²:
-        F = (2/π) m w / D, ∂F/∂w = (2/π) m (D − 2w²)/D², ∂F/∂m0|_w = −(2/π) m w 4 m0
-        (m0² − m²)/D², ∂w/∂Γ0 = w/Γ0 and ∂ln w/∂m0 = 2/m0 + d ln c0/dm0, where
-        d ln c0/dm0 = [D_L'(z0) z0 / D_L(z0) − (2L+1)] (dq0/dm0)/q0.
+        """F(m) and its analytic derivatives ∂F/∂m0 and ∂F/∂Γ0 on the grid
+        (:meth:`density_and_gradient_rows`).
 
         Returns
         -------
         (F, dF_dm0, dF_dgamma0) : tuple of ndarray
         """
+        f, df = self.density_and_gradient_rows(m0, gamma0)
+        return f, df[0], df[1]
+
+    def density_and_gradient_rows(
+        self, m0: float, gamma0: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """F(m) and its analytic derivatives in (m0, Γ0) on the grid, as one array.
+
+        With w = m0 Γ(m) = Γ0 m0² c0 g(m), c0 = D_L(z0)/q0^{2L+1}, u = m0² − m² and
+        D = u² + w²: F = P w / D (P = (2/π) m), ∂F/∂w = P (u² − w²)/D², ∂F/∂u = −2 P u w/D²,
+        ∂u/∂m0 = 2 m0, ∂w/∂Γ0 = w/Γ0 and ∂ln w/∂m0 = 2/m0 + d ln c0/dm0, where
+        d ln c0/dm0 = [D_L'(z0) z0 / D_L(z0) − (2L+1)] (dq0/dm0)/q0.
+
+        Returns
+        -------
+        (F, dF) : tuple of ndarray
+            Shapes (n,) and (2, n); row 0 is ∂F/∂m0, row 1 is ∂F/∂Γ0.
+        """
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         c0 = self._c0(q0)
         w = (gamma0 * m0 * m0 * c0) * self._g
-        diff = m0 * m0 - self._m2
-        denom = diff * diff + w * w
-        pref = (2.0 / math.pi) * self.m
-        f = pref * w / denom
-        df_dw = pref * (denom - 2.0 * w * w) / (denom * denom)
-        df_dm0_explicit = -pref * w * 4.0 * m0 * diff / (denom * denom)
-        dw_dm0 = w * (2.0 / m0 + self._dlog_c0(m0, q0)[0])
-        return f, df_dm0_explicit + df_dw * dw_dm0, df_dw * w / gamma0
+        u = m0 * m0 - self._m2
+        uw = u * w
+        e = u * u  # u² − w², formed in place below
+        w2 = w * w
+        d = e + w2
+        e -= w2
+        r = self._pref / d
+        f = r * w
+        r /= d  # P/D²
+        e *= w  # (u² − w²) w = w ∂F/∂w · D²/P
+        out = np.empty((2, len(w)))
+        lm = 2.0 / m0 + self._dlog_c0(m0, q0)[0]
+        # ∂F/∂m0 = ∂F/∂u 2 m0 + ∂F/∂w w lm; ∂F/∂Γ0 = ∂F/∂w w / Γ0
+        np.multiply(e, lm, out=out[0])
+        uw *= 4.0 * m0
+        out[0] -= uw
+        out[0] *= r
+        np.multiply(e, r, out=out[1])
+        out[1] *= 1.0 / gamma0
+        return f, out
 
     def _dlog_c0(self, m0: float, q0: float) -> tuple[float, float]:
         """a = d ln c0/dm0 and da/dm0 for c0 = D_L(z0)/q0^{2L+1}, z0 = q0 r.

@@ -524,18 +524,24 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     return np.array(_sphere_products(phis.tolist(), 0))
 
 
-def _sphere_factors(phis: list[float], k: int) -> list[tuple[int, float, float, float]]:
+def _sphere_trig(phis: list[float]) -> list[tuple[float, float, float, float]]:
+    """Per angle (sin²φ, cos²φ, sin 2φ, cos 2φ), computed once for all the products."""
+    return [(math.sin(p) ** 2, math.cos(p) ** 2, math.sin(2.0 * p), math.cos(2.0 * p))
+            for p in phis]
+
+
+def _sphere_factors(trig: list[tuple[float, float, float, float]], k: int
+                    ) -> list[tuple[int, float, float, float]]:
     """The one-angle factors of b_k as (angle index, h, h', h''): sin²φ_i for i < k and
     cos²φ_k for k < n; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ, (cos²)' = −sin 2φ,
     (cos²)'' = −2 cos 2φ."""
     out = []
-    for i in range(min(k + 1, len(phis))):
-        p = phis[i]
-        sin_2p, cos_2p = math.sin(2.0 * p), math.cos(2.0 * p)
+    for i in range(min(k + 1, len(trig))):
+        sin2, cos2, sin_2p, cos_2p = trig[i]
         if i < k:
-            out.append((i, math.sin(p) ** 2, sin_2p, 2.0 * cos_2p))
+            out.append((i, sin2, sin_2p, 2.0 * cos_2p))
         else:
-            out.append((i, math.cos(p) ** 2, -sin_2p, -2.0 * cos_2p))
+            out.append((i, cos2, -sin_2p, -2.0 * cos_2p))
     return out
 
 
@@ -548,9 +554,10 @@ def _sphere_products(phis: list[float], order: int) -> list:
     of a background polynomial and exact at φ = 0 or π/2.
     """
     n = len(phis)
+    trig = _sphere_trig(phis)
     rows: list = []
     for k in range(n + 1):
-        fac = _sphere_factors(phis, k)
+        fac = _sphere_factors(trig, k)
         if order == 0:
             prod = 1.0
             for _, h, _, _ in fac:

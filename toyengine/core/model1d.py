@@ -324,7 +324,10 @@ class Model1D:
             name = self.components[i].name
             k = streams.count(name, float(n))
             u = streams.events(name).random(k)
-            parts.append(inverse_cdf_piecewise_linear(self.grid, self.component_grid(i, x), u))
+            entry = self._grid_entry(i, x)
+            if "cdf" not in entry:
+                entry["cdf"] = _cdf_table(self.grid, entry["g"])  # type: ignore[arg-type]
+            parts.append(_inverse_cdf(self.grid, entry["cdf"], u))  # type: ignore[arg-type]
         return np.concatenate(parts)
 
     def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> UnbinnedNLL:
@@ -641,23 +644,34 @@ def inverse_cdf_piecewise_linear(grid: np.ndarray, dens: np.ndarray,
     map is monotone in ``u``, so uniform ``u`` gives exact samples and common ``u`` couple
     two densities by their quantiles.
     """
+    return _inverse_cdf(grid, _cdf_table(grid, dens), u)
+
+
+def _cdf_table(grid: np.ndarray, dens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The density clipped at zero, the trapezoid area of each cell and their cumulative
+    sum: what :func:`_inverse_cdf` needs (a model keeps it with its grid density)."""
+    dens = np.maximum(np.asarray(dens, dtype=float), 0.0)
+    area = 0.5 * (dens[:-1] + dens[1:]) * np.diff(grid)
+    return dens, area, np.cumsum(area)
+
+
+def _inverse_cdf(grid: np.ndarray, table: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 u: np.ndarray) -> np.ndarray:
+    """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`."""
     u = np.asarray(u, dtype=float)
     if u.size == 0:
         return np.empty(0)
-    dens = np.maximum(np.asarray(dens, dtype=float), 0.0)
-    a_all, b_all = dens[:-1], dens[1:]
-    area = 0.5 * (a_all + b_all) * np.diff(grid)
-    cdf = np.cumsum(area)
+    dens, area, cdf = table
     if not (cdf[-1] > 0 and math.isfinite(cdf[-1])):
         msg = "cannot sample a density that is zero or not finite everywhere"
         raise ModelError(msg)
     target = u * cdf[-1]
     cell = np.minimum(np.searchsorted(cdf, target, side="right"), len(area) - 1)
     below = np.where(cell > 0, cdf[cell - 1], 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w = np.clip(np.where(area[cell] > 0, (target - below) / area[cell], 0.5), 0.0, 1.0)
-    a, b = a_all[cell], b_all[cell]
+    area_c = area[cell]
+    w = np.divide(target - below, area_c, out=np.full_like(target, 0.5), where=area_c > 0)
+    np.clip(w, 0.0, 1.0, out=w)
+    a, b = dens[cell], dens[cell + 1]
     den = a + np.sqrt(a * a + (b * b - a * a) * w)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t = np.where(den > 0, w * (a + b) / den, w)
+    t = np.divide(w * (a + b), den, out=w.copy(), where=den > 0)
     return grid[cell] + t * (grid[cell + 1] - grid[cell])

@@ -396,28 +396,61 @@ class BreitWignerGrid:
         u = m0 * m0 - self._m2
         u2, w2 = u * u, w * w
         denom = u2 + w2
-        pref = (2.0 / math.pi) * self.m
-        inv_d2 = 1.0 / (denom * denom)
-        inv_d3 = inv_d2 / denom
-        f = pref * w / denom
-        f_w = pref * (u2 - w2) * inv_d2
-        f_u = -2.0 * pref * u * w * inv_d2
-        f_ww = -2.0 * pref * w * (3.0 * u2 - w2) * inv_d3
-        f_uw = 2.0 * pref * u * (3.0 * w2 - u2) * inv_d3
+        r1 = self._pref / denom  # P/D, then P/D²
+        f = r1 * w
+        r1 /= denom
+        r2 = r1 / denom  # P/D³
+        uw = u * w
+        f_w = r1 * (u2 - w2)
+        f_u = r1 * uw
+        f_u *= -2.0
+        f_ww = 3.0 * u2
+        f_ww -= w2
+        f_ww *= w
+        f_ww *= r2
+        f_ww *= -2.0
+        f_uw = 3.0 * w2
+        f_uw -= u2
+        f_uw *= u
+        f_uw *= r2
+        f_uw *= 2.0
         a, da = self._dlog_c0(m0, q0)
         lm = 2.0 / m0 + a
-        w_m = w * lm
-        w_mm = w * (lm * lm - 2.0 / (m0 * m0) + da)
-        w_g = w / gamma0
+        c2 = lm * lm - 2.0 / (m0 * m0) + da  # w_mm = w c2
         u_m = 2.0 * m0
-        d_m = f_u * u_m + f_w * w_m
-        d_g = f_w * w_g
-        d_gg = f_ww * w_g * w_g
-        d_mg = (f_uw * u_m + f_ww * w_m) * w_g + f_w * w_m / gamma0
-        d_mm = (-f_ww * u_m * u_m + 2.0 * f_uw * u_m * w_m + f_ww * w_m * w_m
-                + 2.0 * f_u + f_w * w_mm)
-        return f, np.stack([d_m, d_g]), np.stack([np.stack([d_mm, d_mg]),
-                                                  np.stack([d_mg, d_gg])])
+        inv_g = 1.0 / gamma0
+        # w_m = w lm, w_g = w / Γ0
+        d1 = np.empty((2, len(w)))
+        d2 = np.empty((2, 2, len(w)))
+        fw_w = f_w * w  # F_w w
+        np.multiply(f_u, u_m, out=d1[0])
+        d1[0] += lm * fw_w
+        np.multiply(fw_w, inv_g, out=d1[1])
+        fww_w = f_ww * w  # F_ww w
+        d_gg = d2[1, 1]
+        np.multiply(fww_w, w, out=d_gg)
+        d_gg *= inv_g * inv_g
+        d_mg = d2[0, 1]
+        np.multiply(f_uw, u_m, out=d_mg)
+        d_mg += lm * fww_w
+        d_mg += lm * f_w
+        d_mg *= w
+        d_mg *= inv_g
+        d2[1, 0] = d_mg
+        d_mm = d2[0, 0]
+        # −F_ww u_m² + 2 F_uw u_m w_m + F_ww w_m² + 2 F_u + F_w w_mm
+        np.multiply(f_ww, -u_m * u_m, out=d_mm)
+        f_uw *= (2.0 * u_m * lm)
+        f_uw *= w
+        d_mm += f_uw
+        fww_w *= w
+        fww_w *= lm * lm
+        d_mm += fww_w
+        f_u *= 2.0
+        d_mm += f_u
+        fw_w *= c2
+        d_mm += fw_w
+        return f, d1, d2
 
 
 def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> tuple[float, float]:
@@ -556,14 +589,15 @@ def _sphere_products(phis: list[float], order: int) -> list:
     n = len(phis)
     trig = _sphere_trig(phis)
     rows: list = []
+    if order == 0:  # b_k = sin²φ_0 ⋯ sin²φ_{k-1} cos²φ_k, multiplied in that order
+        prod = 1.0
+        for sin2, cos2, _, _ in trig:
+            rows.append(prod * cos2)
+            prod *= sin2
+        rows.append(prod)
+        return rows
     for k in range(n + 1):
         fac = _sphere_factors(trig, k)
-        if order == 0:
-            prod = 1.0
-            for _, h, _, _ in fac:
-                prod *= h
-            rows.append(prod)
-            continue
         if order == 1:
             row = [0.0] * n
             for j, _, _, _ in fac:

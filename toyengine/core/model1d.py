@@ -400,9 +400,10 @@ class UnbinnedNLL:
         self._event_basis = [None if b is None else self._interp(b) for b in model._basis_grid]
         # per component: its terms at the shape values asked for last
         self._terms_cache: list[_Terms | None] = [None] * len(model.components)
-        # the parameter vector asked for last and its event densities
+        # the parameter vector asked for last, its event densities and adjoint vectors
         self._last_key: bytes | None = None
         self._last_dens = np.empty(0)
+        self._last_adjoint: dict[object, np.ndarray] = {}
         self._w = np.ones_like(self.data) if weights is None else weights
         self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
         if model.supports_gradient():
@@ -466,12 +467,14 @@ class UnbinnedNLL:
             return m._basis_int[i]  # type: ignore[return-value]
         return m._norm_adjoint if m.components[i].convolve else m._trapz_weights  # type: ignore[return-value]
 
-    def _adjoint(self, i: int, a: np.ndarray, memo: dict[object, np.ndarray]) -> np.ndarray:
-        """``u`` with ``u . dv = sum_i a_i events(dv)_i`` for component ``i`` (memoised per
-        kind of component in ``memo``, for one ``a``)."""
+    def _adjoint(self, i: int, a: np.ndarray) -> np.ndarray:
+        """``u`` with ``u . dv = sum_i a_i events(dv)_i`` for component ``i``, where ``a`` is
+        ``w / D`` at the point of the last :meth:`event_densities` (memoised there per kind
+        of component)."""
         eb = self._event_basis[i]
         if eb is not None:
             return eb @ a
+        memo = self._last_adjoint
         convolve = self.model.components[i].convolve
         if convolve not in memo:
             b = self._interp_adjoint(a)
@@ -492,7 +495,7 @@ class UnbinnedNLL:
         dens = yields[0] * self._terms(0, x, 0).f
         for i in range(1, len(yields)):
             dens += yields[i] * self._terms(i, x, 0).f
-        self._last_key, self._last_dens = key, dens
+        self._last_key, self._last_dens, self._last_adjoint = key, dens, {}
         return dens
 
     def __call__(self, x: np.ndarray) -> float:
@@ -523,14 +526,13 @@ class UnbinnedNLL:
         yields = x[m._yield_idx]
         a = self._w / np.maximum(self.event_densities(x), 1e-300)
         grad = np.zeros_like(x)
-        memo: dict[object, np.ndarray] = {}
         for i in range(len(m.components)):
             idx = m._shape_idx[i]
             t = self._terms(i, x, 1 if idx else 0)
             s = float(t.f @ a)
             grad[m._yield_idx[i]] += 1.0 - s
             if idx:
-                u = self._adjoint(i, a, memo)
+                u = self._adjoint(i, a)
                 grad[list(idx)] -= yields[i] * ((t.dv @ u - t.i_a * s) / t.norm)  # type: ignore[operator]
         if len(self._cidx):
             grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
@@ -554,7 +556,6 @@ class UnbinnedNLL:
         a = self._w / dens
         jac = np.zeros((len(x), len(dens)))  # dD_i / d param
         hess = np.zeros((len(x), len(x)))
-        memo: dict[object, np.ndarray] = {}
         for i in range(len(m.components)):
             yi = m._yield_idx[i]
             idx = list(m._shape_idx[i])
@@ -564,7 +565,7 @@ class UnbinnedNLL:
                 continue
             jac[idx] += yields[i] * t.dg
             s = float(t.f @ a)
-            u = self._adjoint(i, a, memo)
+            u = self._adjoint(i, a)
             cross = (t.dv @ u - t.i_a * s) / t.norm  # sum_i a_i D_{N θ}  # type: ignore[operator]
             hess[yi, idx] -= cross
             hess[idx, yi] -= cross

@@ -305,7 +305,7 @@ class BreitWignerGrid:
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         c0 = self._c0(q0)
         m0_width = (gamma0 * m0 * m0 * c0) * self._g
-        return (2.0 / math.pi) * self.m * m0_width / ((m0 * m0 - self._m2) ** 2 + m0_width**2)
+        return self._pref * m0_width / ((m0 * m0 - self._m2) ** 2 + m0_width**2)
 
     def density_and_gradient(
         self, m0: float, gamma0: float

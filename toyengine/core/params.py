@@ -123,6 +123,17 @@ class ParameterSet:
             msg = f"duplicate parameter names: {sorted(dup)}"
             raise ModelError(msg)
 
+    def __hash__(self) -> int:
+        # the fitter keys its reused Minuit objects on the set: hash the parameters once per
+        # process (string hashes differ between processes, so the value is never pickled)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(self.params)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     # --- container protocol -------------------------------------------------------------
     def __iter__(self) -> Iterator[Parameter]:
         return iter(self.params)

@@ -18,6 +18,10 @@ Numerics (why it is fast and exact):
 - Linear shapes (background ``sum_k c_k B_k(x)``) are convolved once per basis function at
   build time; a likelihood call only forms ``c @ B`` at the events.
 - A parametric shape is re-evaluated and re-convolved only when its own parameters change.
+- Shape derivatives reach the likelihood through the adjoint (transpose) of the
+  interpolation and the convolution: with ``a_i = w_i / D_i`` the gradient needs
+  ``sum_i a_i dG(x_i)/dθ = u . df/dθ`` with ``u`` one correlation of the scattered ``a``,
+  whatever the number of shape parameters (:class:`UnbinnedNLL`).
 """
 
 from __future__ import annotations
@@ -338,12 +342,13 @@ class Model1D:
 class _Terms:
     """One component of an :class:`UnbinnedNLL` at one set of its shape values.
 
-    The component is ``v -> events(v) / norm(v)`` for a vector ``v`` linear in nothing but
-    the shape parameters: the shape on its evaluation grid (a parametric shape; ``events``
-    is the convolution, if any, and the interpolation at the events) or the coefficients
-    of its fixed basis (a linear shape; ``events`` is the basis at the events). ``norm`` is
-    ``v . kappa`` with ``kappa`` the integral over the range as a linear map. Entries are
-    filled as the likelihood, its gradient and its Hessian ask for them.
+    The component's density at the events is ``events(v) / norm(v)``, both linear in a
+    vector ``v`` that depends on the shape parameters only: the shape on its evaluation grid
+    (a parametric shape; ``events`` is the convolution, if any, then the interpolation at
+    the events) or the coefficients of its fixed basis (a linear shape; ``events`` is the
+    basis at the events). ``norm`` is ``v . kappa`` with ``kappa`` the integral over the
+    range as a linear map. Entries are filled as the likelihood, its gradient and its
+    Hessian ask for them.
     """
 
     __slots__ = ("d2v", "dg", "dv", "f", "i_a", "i_ab", "norm", "vals")

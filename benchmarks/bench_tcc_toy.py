@@ -1,10 +1,16 @@
 """Seconds per T_cc+ pulls toy: generate + MIGRAD + HESSE, 6 free parameters, ~820 events.
 
-Usage: python benchmarks/bench_tcc_toy.py [n_toys]   (default 200; pin it to one core, e.g.
-``taskset -c 0``). Each toy is timed inside this process around ``model.sample`` and
-``toyengine.core.fit.fit`` with ``time.perf_counter`` (wall) and ``time.process_time`` (CPU
-of this process); model building and imports are outside the per-toy figures and printed
-separately. Compare two commits side by side, alternating runs, on the same core.
+Usage: python benchmarks/bench_tcc_toy.py [n_toys] [grid_step]   (default 200 toys and the
+model's default grid; pin it to one core, e.g. ``taskset -c 0``). Each toy is timed inside
+this process around ``model.sample`` and ``toyengine.core.fit.fit`` with
+``time.perf_counter`` (wall) and ``time.process_time`` (CPU of this process); model building
+and imports are outside the per-toy figures and printed separately. Compare two commits side
+by side, alternating runs, on the same core.
+
+The model is the one of ``studies/tcc/pulls.yaml`` (its ``options`` passed to ``build_tcc``):
+since that study's 20 keV grid (the builder's default, used before, is 10 keV) a toy
+convolves on half as many nodes. ``grid_step`` (MeV) times another grid, e.g. 0.01 to
+compare with the finer grid on equal footing.
 """
 
 import time
@@ -13,17 +19,24 @@ T_START = time.perf_counter()
 
 import statistics  # noqa: E402
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from toyengine.core.fit import fit  # noqa: E402
 from toyengine.models.tcc import build_tcc  # noqa: E402
+from toyengine.study.spec import load_spec  # noqa: E402
+
+STUDY = Path(__file__).resolve().parents[1] / "studies" / "tcc" / "pulls.yaml"
 
 
-def main(n: int = 200) -> None:
+def main(n: int = 200, grid_step: float | None = None) -> None:
     t_import = time.perf_counter() - T_START
     t0 = time.perf_counter()
-    model = build_tcc({})
+    options = dict(load_spec(STUDY).models["nominal"]["options"])
+    if grid_step is not None:
+        options["grid_step"] = grid_step
+    model = build_tcc(options)
     t_build = time.perf_counter() - t0
     truth = model.parameters
     wall, cpu, nfcn, events = [], [], [], []
@@ -37,11 +50,13 @@ def main(n: int = 200) -> None:
         nfcn.append(res.nfcn)
         events.append(len(x))
     print(f"T_cc+ toy (generate + MIGRAD + HESSE), {n} toys, {statistics.mean(events):.0f} "
-          "events on average; per toy inside one process (perf_counter / process_time):")
+          f"events on average, grid step {model.h:.3g} MeV; per toy inside one process "
+          "(perf_counter / process_time):")
     print(f"median {1e3 * statistics.median(wall):.2f} ms per toy (wall), "
           f"{1e3 * statistics.median(cpu):.2f} ms (CPU); mean nfcn {statistics.mean(nfcn):.0f}")
     print(f"outside the toys: imports {t_import:.3f} s, model build {t_build:.3f} s (wall)")
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200,
+         float(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -284,6 +284,7 @@ class BreitWignerGrid:
         # Γ(m) = Γ0 · m0 · g(m) / (q0^{2L+1} / D_L(z0)), with g(m) = q^{2L+1} / (m D_L(z))
         safe_m = np.where(self._q > 0.0, self.m, 1.0)
         self._g = self._q ** (2 * self.L + 1) / (safe_m * self._d_z)
+        self._pref = (2.0 / math.pi) * self.m  # P(m) of F = P w / (u² + w²)
 
     def _c0(self, q0: float) -> float:
         """D_L(z0) / q0^{2L+1}."""
@@ -304,33 +305,59 @@ class BreitWignerGrid:
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         c0 = self._c0(q0)
         m0_width = (gamma0 * m0 * m0 * c0) * self._g
-        return (2.0 / math.pi) * self.m * m0_width / ((m0 * m0 - self._m2) ** 2 + m0_width**2)
+        return self._pref * m0_width / ((m0 * m0 - self._m2) ** 2 + m0_width**2)
 
     def density_and_gradient(
         self, m0: float, gamma0: float
     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-        """F(m) and its analytic derivatives ∂F/∂m0 and ∂F/∂Γ0 on the grid.
-
-        With w = m0 Γ(m) = Γ0 m0² c0 g(m), c0 = D_L(z0)/q0^{2L+1}, D = (m0² − m²)² + w²:
-        F = (2/π) m w / D, ∂F/∂w = (2/π) m (D − 2w²)/D², ∂F/∂m0|_w = −(2/π) m w 4 m0
-        (m0² − m²)/D², ∂w/∂Γ0 = w/Γ0 and ∂ln w/∂m0 = 2/m0 + d ln c0/dm0, where
-        d ln c0/dm0 = [D_L'(z0) z0 / D_L(z0) − (2L+1)] (dq0/dm0)/q0.
+        """F(m) and its analytic derivatives ∂F/∂m0 and ∂F/∂Γ0 on the grid
+        (:meth:`density_and_gradient_rows`).
 
         Returns
         -------
         (F, dF_dm0, dF_dgamma0) : tuple of ndarray
         """
+        f, df = self.density_and_gradient_rows(m0, gamma0)
+        return f, df[0], df[1]
+
+    def density_and_gradient_rows(
+        self, m0: float, gamma0: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """F(m) and its analytic derivatives in (m0, Γ0) on the grid, as one array.
+
+        With w = m0 Γ(m) = Γ0 m0² c0 g(m), c0 = D_L(z0)/q0^{2L+1}, u = m0² − m² and
+        D = u² + w²: F = P w / D (P = (2/π) m), ∂F/∂w = P (u² − w²)/D², ∂F/∂u = −2 P u w/D²,
+        ∂u/∂m0 = 2 m0, ∂w/∂Γ0 = w/Γ0 and ∂ln w/∂m0 = 2/m0 + d ln c0/dm0, where
+        d ln c0/dm0 = [D_L'(z0) z0 / D_L(z0) − (2L+1)] (dq0/dm0)/q0.
+
+        Returns
+        -------
+        (F, dF) : tuple of ndarray
+            Shapes (n,) and (2, n); row 0 is ∂F/∂m0, row 1 is ∂F/∂Γ0.
+        """
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         c0 = self._c0(q0)
         w = (gamma0 * m0 * m0 * c0) * self._g
-        diff = m0 * m0 - self._m2
-        denom = diff * diff + w * w
-        pref = (2.0 / math.pi) * self.m
-        f = pref * w / denom
-        df_dw = pref * (denom - 2.0 * w * w) / (denom * denom)
-        df_dm0_explicit = -pref * w * 4.0 * m0 * diff / (denom * denom)
-        dw_dm0 = w * (2.0 / m0 + self._dlog_c0(m0, q0)[0])
-        return f, df_dm0_explicit + df_dw * dw_dm0, df_dw * w / gamma0
+        u = m0 * m0 - self._m2
+        uw = u * w
+        e = u * u  # u² − w², formed in place below
+        w2 = w * w
+        d = e + w2
+        e -= w2
+        r = self._pref / d
+        f = r * w
+        r /= d  # P/D²
+        e *= w  # (u² − w²) w = w ∂F/∂w · D²/P
+        out = np.empty((2, len(w)))
+        lm = 2.0 / m0 + self._dlog_c0(m0, q0)[0]
+        # ∂F/∂m0 = ∂F/∂u 2 m0 + ∂F/∂w w lm; ∂F/∂Γ0 = ∂F/∂w w / Γ0
+        np.multiply(e, lm, out=out[0])
+        uw *= 4.0 * m0
+        out[0] -= uw
+        out[0] *= r
+        np.multiply(e, r, out=out[1])
+        out[1] *= 1.0 / gamma0
+        return f, out
 
     def _dlog_c0(self, m0: float, q0: float) -> tuple[float, float]:
         """a = d ln c0/dm0 and da/dm0 for c0 = D_L(z0)/q0^{2L+1}, z0 = q0 r.
@@ -369,28 +396,61 @@ class BreitWignerGrid:
         u = m0 * m0 - self._m2
         u2, w2 = u * u, w * w
         denom = u2 + w2
-        pref = (2.0 / math.pi) * self.m
-        inv_d2 = 1.0 / (denom * denom)
-        inv_d3 = inv_d2 / denom
-        f = pref * w / denom
-        f_w = pref * (u2 - w2) * inv_d2
-        f_u = -2.0 * pref * u * w * inv_d2
-        f_ww = -2.0 * pref * w * (3.0 * u2 - w2) * inv_d3
-        f_uw = 2.0 * pref * u * (3.0 * w2 - u2) * inv_d3
+        r1 = self._pref / denom  # P/D, then P/D²
+        f = r1 * w
+        r1 /= denom
+        r2 = r1 / denom  # P/D³
+        uw = u * w
+        f_w = r1 * (u2 - w2)
+        f_u = r1 * uw
+        f_u *= -2.0
+        f_ww = 3.0 * u2
+        f_ww -= w2
+        f_ww *= w
+        f_ww *= r2
+        f_ww *= -2.0
+        f_uw = 3.0 * w2
+        f_uw -= u2
+        f_uw *= u
+        f_uw *= r2
+        f_uw *= 2.0
         a, da = self._dlog_c0(m0, q0)
         lm = 2.0 / m0 + a
-        w_m = w * lm
-        w_mm = w * (lm * lm - 2.0 / (m0 * m0) + da)
-        w_g = w / gamma0
+        c2 = lm * lm - 2.0 / (m0 * m0) + da  # w_mm = w c2
         u_m = 2.0 * m0
-        d_m = f_u * u_m + f_w * w_m
-        d_g = f_w * w_g
-        d_gg = f_ww * w_g * w_g
-        d_mg = (f_uw * u_m + f_ww * w_m) * w_g + f_w * w_m / gamma0
-        d_mm = (-f_ww * u_m * u_m + 2.0 * f_uw * u_m * w_m + f_ww * w_m * w_m
-                + 2.0 * f_u + f_w * w_mm)
-        return f, np.stack([d_m, d_g]), np.stack([np.stack([d_mm, d_mg]),
-                                                  np.stack([d_mg, d_gg])])
+        inv_g = 1.0 / gamma0
+        # w_m = w lm, w_g = w / Γ0
+        d1 = np.empty((2, len(w)))
+        d2 = np.empty((2, 2, len(w)))
+        fw_w = f_w * w  # F_w w
+        np.multiply(f_u, u_m, out=d1[0])
+        d1[0] += lm * fw_w
+        np.multiply(fw_w, inv_g, out=d1[1])
+        fww_w = f_ww * w  # F_ww w
+        d_gg = d2[1, 1]
+        np.multiply(fww_w, w, out=d_gg)
+        d_gg *= inv_g * inv_g
+        d_mg = d2[0, 1]
+        np.multiply(f_uw, u_m, out=d_mg)
+        d_mg += lm * fww_w
+        d_mg += lm * f_w
+        d_mg *= w
+        d_mg *= inv_g
+        d2[1, 0] = d_mg
+        d_mm = d2[0, 0]
+        # −F_ww u_m² + 2 F_uw u_m w_m + F_ww w_m² + 2 F_u + F_w w_mm
+        np.multiply(f_ww, -u_m * u_m, out=d_mm)
+        f_uw *= (2.0 * u_m * lm)
+        f_uw *= w
+        d_mm += f_uw
+        fww_w *= w
+        fww_w *= lm * lm
+        d_mm += fww_w
+        f_u *= 2.0
+        d_mm += f_u
+        fw_w *= c2
+        d_mm += fw_w
+        return f, d1, d2
 
 
 def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> tuple[float, float]:
@@ -497,18 +557,24 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     return np.array(_sphere_products(phis.tolist(), 0))
 
 
-def _sphere_factors(phis: list[float], k: int) -> list[tuple[int, float, float, float]]:
+def _sphere_trig(phis: list[float]) -> list[tuple[float, float, float, float]]:
+    """Per angle (sin²φ, cos²φ, sin 2φ, cos 2φ), computed once for all the products."""
+    return [(math.sin(p) ** 2, math.cos(p) ** 2, math.sin(2.0 * p), math.cos(2.0 * p))
+            for p in phis]
+
+
+def _sphere_factors(trig: list[tuple[float, float, float, float]], k: int
+                    ) -> list[tuple[int, float, float, float]]:
     """The one-angle factors of b_k as (angle index, h, h', h''): sin²φ_i for i < k and
     cos²φ_k for k < n; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ, (cos²)' = −sin 2φ,
     (cos²)'' = −2 cos 2φ."""
     out = []
-    for i in range(min(k + 1, len(phis))):
-        p = phis[i]
-        sin_2p, cos_2p = math.sin(2.0 * p), math.cos(2.0 * p)
+    for i in range(min(k + 1, len(trig))):
+        sin2, cos2, sin_2p, cos_2p = trig[i]
         if i < k:
-            out.append((i, math.sin(p) ** 2, sin_2p, 2.0 * cos_2p))
+            out.append((i, sin2, sin_2p, 2.0 * cos_2p))
         else:
-            out.append((i, math.cos(p) ** 2, -sin_2p, -2.0 * cos_2p))
+            out.append((i, cos2, -sin_2p, -2.0 * cos_2p))
     return out
 
 
@@ -521,15 +587,17 @@ def _sphere_products(phis: list[float], order: int) -> list:
     of a background polynomial and exact at φ = 0 or π/2.
     """
     n = len(phis)
+    trig = _sphere_trig(phis)
     rows: list = []
+    if order == 0:  # b_k = sin²φ_0 ⋯ sin²φ_{k-1} cos²φ_k, multiplied in that order
+        prod = 1.0
+        for sin2, cos2, _, _ in trig:
+            rows.append(prod * cos2)
+            prod *= sin2
+        rows.append(prod)
+        return rows
     for k in range(n + 1):
-        fac = _sphere_factors(phis, k)
-        if order == 0:
-            prod = 1.0
-            for _, h, _, _ in fac:
-                prod *= h
-            rows.append(prod)
-            continue
+        fac = _sphere_factors(trig, k)
         if order == 1:
             row = [0.0] * n
             for j, _, _, _ in fac:

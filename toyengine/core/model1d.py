@@ -18,6 +18,10 @@ Numerics (why it is fast and exact):
 - Linear shapes (background ``sum_k c_k B_k(x)``) are convolved once per basis function at
   build time; a likelihood call only forms ``c @ B`` at the events.
 - A parametric shape is re-evaluated and re-convolved only when its own parameters change.
+- Shape derivatives reach the likelihood through the adjoint (transpose) of the
+  interpolation and the convolution: with ``a_i = w_i / D_i`` the gradient needs
+  ``sum_i a_i dG(x_i)/dθ = u . df/dθ`` with ``u`` one correlation of the scattered ``a``,
+  whatever the number of shape parameters (:class:`UnbinnedNLL`).
 """
 
 from __future__ import annotations
@@ -172,11 +176,18 @@ class Model1D:
             self._nfft = scipy.fft.next_fast_len(n + 2 * self.pad, real=True)
             self.ext_grid = lo + self.h * np.arange(-self.pad, self._nfft - self.pad)
             self._kernel_fft = scipy.fft.rfft(kernel, self._nfft)
+            self._kernel_fft_conj = np.conj(self._kernel_fft)
         else:
             self.pad = 0
             self.ext_grid = self.grid
             self._nfft = 0
             self._kernel_fft = None
+        # the integral over [lo, hi] as a linear map: trapz(G) = G . w on the grid, and for
+        # G = conv(f), = f . correlate(w) on the padded grid (its gradient in f)
+        self._trapz_weights = np.full(n, self.h)
+        self._trapz_weights[[0, -1]] *= 0.5
+        self._norm_adjoint = (self._correlate(self._trapz_weights)
+                              if self._kernel_fft is not None else None)
 
         # parameter indices used on every call
         self._yield_idx = np.array([parameters.index(c.yield_param) for c in self.components])
@@ -195,8 +206,7 @@ class Model1D:
                 self._basis_grid.append(None)
         self._basis_int = [None if b is None else _trapz_rows(b, self.h)
                            for b in self._basis_grid]
-        # per parametric component: the values its entries belong to and the normalised
-        # grid density "g" (and, once asked for, its derivatives "dg", "d2g")
+        # per component: the values its entry belongs to and the normalised grid density
         self._cache: list[dict[str, object]] = [{} for _ in self.components]
 
     # --- grid evaluation ------------------------------------------------------------------
@@ -207,6 +217,27 @@ class Model1D:
         full = scipy.fft.irfft(spec, self._nfft, axis=-1)
         start = 2 * self.pad
         return full[..., start:start + len(self.grid)]
+
+    def _correlate(self, b: np.ndarray) -> np.ndarray:
+        """The adjoint of :meth:`_convolve` (rows batched): for ``b`` on the fit-range grid,
+        the vector ``u`` on the padded grid with ``u . f = b . conv(f)`` for every ``f``,
+        i.e. the gradient of ``b . conv(f)`` in ``f`` (a circular correlation)."""
+        full = np.zeros((*b.shape[:-1], self._nfft))
+        start = 2 * self.pad
+        full[..., start:start + len(self.grid)] = b
+        spec = scipy.fft.rfft(full, axis=-1)
+        spec *= self._kernel_fft_conj
+        return scipy.fft.irfft(spec, self._nfft, axis=-1)
+
+    def _shape_grid(self, i: int, vals: tuple[float, ...]) -> tuple[np.ndarray, float]:
+        """Parametric component ``i`` at its shape values ``vals``: the unnormalised
+        (convolved) density on the fit-range grid and its trapezoid integral."""
+        comp = self.components[i]
+        xs = self.ext_grid if comp.convolve else self.grid
+        f = np.asarray(comp.shape.evaluate(xs, vals), dtype=float)  # type: ignore[union-attr]
+        g = self._convolve(f) if comp.convolve else f
+        g = np.maximum(g, 0.0)  # FFT round-off can leave -1e-17 where the shape is zero
+        return g, float(g @ self._trapz_weights)
 
     def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
         return tuple([float(x[j]) for j in self._shape_idx[i]])
@@ -229,11 +260,7 @@ class Model1D:
             g = coef @ basis
             norm = coef @ self._basis_int[i]
         else:
-            xs = self.ext_grid if comp.convolve else self.grid
-            f = np.asarray(comp.shape.evaluate(xs, vals), dtype=float)  # type: ignore[union-attr]
-            g = self._convolve(f) if comp.convolve else f
-            g = np.maximum(g, 0.0)  # FFT round-off can leave -1e-17 where the shape is zero
-            norm = _trapz(g, self.h)
+            g, norm = self._shape_grid(i, vals)
         if not (norm > 0 and math.isfinite(norm)):
             g = np.full_like(self.grid, np.nan)
         else:
@@ -266,53 +293,6 @@ class Model1D:
             elif not hasattr(c.shape, "evaluate_with_hessian"):
                 return False
         return True
-
-    def component_grid_gradient(self, i: int, x: np.ndarray) -> np.ndarray:
-        """Derivatives of the normalised grid density of parametric component ``i`` with
-        respect to its shape parameters, shape (n_params, n_grid).
-
-        With G = conv(F), I = ∫G and g = G/I: ``g_a = (G_a − g I_a)/I``.
-        """
-        return self._with_gradient(i, self._grid_entry(i, x))["dg"]  # type: ignore[return-value]
-
-    def _with_gradient(self, i: int, entry: dict[str, object]) -> dict[str, object]:
-        """``entry`` (of :meth:`_grid_entry`) with ``"dg"`` and its integrals ``"i_a"``."""
-        if "dg" not in entry:
-            comp = self.components[i]
-            xs = self.ext_grid if comp.convolve else self.grid
-            _, df = comp.shape.evaluate_with_gradient(xs, entry["vals"])  # type: ignore[union-attr]
-            big_ga = self._convolve(df) if comp.convolve else df
-            i_a = _trapz_rows(big_ga, self.h)
-            g = entry["g"]
-            entry["i_a"] = i_a
-            entry["dg"] = (big_ga - g[None, :] * i_a[:, None]) / entry["norm"]  # type: ignore[index, operator]
-        return entry
-
-    def component_grid_hessian(self, i: int, x: np.ndarray) -> np.ndarray:
-        """Second derivatives (p, p, n_grid) of the normalised grid density of parametric
-        component ``i`` in its shape parameters.
-
-        Differentiating g I = G twice: ``g_ab = (G_ab − g_a I_b − g_b I_a − g I_ab)/I``.
-        """
-        entry = self._with_gradient(i, self._grid_entry(i, x))
-        if "d2g" not in entry:
-            comp = self.components[i]
-            xs = self.ext_grid if comp.convolve else self.grid
-            vals = entry["vals"]
-            _, _, d2f = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-            p = len(vals)  # type: ignore[arg-type]
-            upper = np.triu_indices(p)
-            rows = d2f[upper]  # the distinct second derivatives only
-            conv = self._convolve(rows) if comp.convolve else rows
-            big_gab = np.empty((p, p, conv.shape[-1]))
-            big_gab[upper] = conv
-            big_gab[upper[1], upper[0]] = conv
-            i_a, g_a, g = entry["i_a"], entry["dg"], entry["g"]
-            i_ab = _trapz_rows(big_gab, self.h)
-            entry["d2g"] = (big_gab - g_a[:, None, :] * i_a[None, :, None]  # type: ignore[index]
-                            - g_a[None, :, :] * i_a[:, None, None]  # type: ignore[index]
-                            - g[None, None, :] * i_ab[:, :, None]) / entry["norm"]  # type: ignore[index, operator]
-        return entry["d2g"]  # type: ignore[return-value]
 
     def density_grid(self, x: np.ndarray | None = None) -> np.ndarray:
         """Total normalised density ``sum_c N_c f_c / sum_c N_c`` on the grid."""
@@ -348,12 +328,40 @@ class Model1D:
             name = self.components[i].name
             k = streams.count(name, float(n))
             u = streams.events(name).random(k)
-            parts.append(inverse_cdf_piecewise_linear(self.grid, self.component_grid(i, x), u))
+            entry = self._grid_entry(i, x)
+            if "cdf" not in entry:
+                entry["cdf"] = _cdf_table(self.grid, entry["g"])  # type: ignore[arg-type]
+            parts.append(_inverse_cdf(self.grid, entry["cdf"], u))  # type: ignore[arg-type]
         return np.concatenate(parts)
 
     def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> UnbinnedNLL:
         """Extended unbinned negative log-likelihood of ``data`` (events inside the range)."""
         return UnbinnedNLL(self, data, weights)
+
+
+class _Terms:
+    """One component of an :class:`UnbinnedNLL` at one set of its shape values.
+
+    The component's density at the events is ``events(v) / norm(v)``, both linear in a
+    vector ``v`` that depends on the shape parameters only: the shape on its evaluation grid
+    (a parametric shape; ``events`` is the convolution, if any, then the interpolation at
+    the events) or the coefficients of its fixed basis (a linear shape; ``events`` is the
+    basis at the events). ``norm`` is ``v . kappa`` with ``kappa`` the integral over the
+    range as a linear map. Entries are filled as the likelihood, its gradient and its
+    Hessian ask for them.
+    """
+
+    __slots__ = ("d2v", "dg", "dv", "f", "i_a", "i_ab", "norm", "vals")
+
+    def __init__(self, vals: tuple[float, ...], f: np.ndarray, norm: float):
+        self.vals = vals
+        self.f = f  # normalised density at the events
+        self.norm = norm
+        self.dv: np.ndarray | None = None  # (p, M) derivatives of v
+        self.i_a: np.ndarray | None = None  # (p,) derivatives of norm
+        self.d2v: np.ndarray | None = None  # (p, p, M)
+        self.i_ab: np.ndarray | None = None  # (p, p)
+        self.dg: np.ndarray | None = None  # (p, n) derivatives of f at the events
 
 
 class UnbinnedNLL:
@@ -364,6 +372,11 @@ class UnbinnedNLL:
     (constant terms dropped). With weights (sWeighted data, as in the T_cc+ papers) the point
     estimate is the weighted-likelihood one and :meth:`weighted_covariance` gives the sandwich
     covariance ``H^-1 (sum_i w_i^2 g_i g_i^T) H^-1`` (Langenbruch, EPJC 82 (2022) 393, Eq. 18).
+
+    The gradient and Hessian are analytic (:meth:`_grad`, :meth:`_hessian`). The shape
+    derivatives enter through the adjoint of the convolution: for ``a_i = w_i / D_i``,
+    ``sum_i a_i dG(x_i)/dθ = u . df/dθ`` with ``u = correlate(interp^T a)`` computed once per
+    point, so a gradient needs one FFT pair whatever the number of shape parameters.
     """
 
     errordef = 0.5
@@ -390,9 +403,12 @@ class UnbinnedNLL:
         self._k1 = k + 1
         self._t1 = 1.0 - self._t
         self._event_basis = [None if b is None else self._interp(b) for b in model._basis_grid]
-        # per component: the shape values and [f, df, d2f] at the events computed so far
-        self._ecache: list[tuple[tuple[float, ...], list[np.ndarray]] | None] = [None] * len(
-            model.components)
+        # per component: its terms at the shape values asked for last
+        self._terms_cache: list[_Terms | None] = [None] * len(model.components)
+        # the parameter vector asked for last, its event densities and adjoint vectors
+        self._last_key: bytes | None = None
+        self._last_dens = np.empty(0)
+        self._last_adjoint: dict[object, np.ndarray] = {}
         self._w = np.ones_like(self.data) if weights is None else weights
         self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
         if model.supports_gradient():
@@ -403,58 +419,88 @@ class UnbinnedNLL:
     def _interp(self, g: np.ndarray) -> np.ndarray:
         return g[..., self._k] * self._t1 + g[..., self._k1] * self._t
 
-    def _component_events(self, i: int, x: np.ndarray, order: int) -> list[np.ndarray]:
-        """``[f, df, d2f][:order + 1]`` of component ``i`` at the events: the normalised
-        density, its gradient (p, n) and Hessian (p, p, n) in the component's shape
-        parameters (cached on their values)."""
+    def _interp_adjoint(self, a: np.ndarray) -> np.ndarray:
+        """The transpose of :meth:`_interp`: ``b`` on the grid with ``b . g = a . interp(g)``."""
+        n = len(self.model.grid)
+        return (np.bincount(self._k, a * self._t1, n)
+                + np.bincount(self._k1, a * self._t, n))
+
+    def _terms(self, i: int, x: np.ndarray, order: int) -> _Terms:
+        """Component ``i`` at the shape values of ``x`` with its derivatives up to
+        ``order`` (cached on those values)."""
         m = self.model
-        vals = m._shape_values(i, x)
-        cached = self._ecache[i]
-        if cached is not None and cached[0] == vals:
-            out = cached[1]
-            if len(out) > order:
-                return out
-        else:
-            out = []
-            self._ecache[i] = (vals, out)
+        vals = tuple([float(x[j]) for j in m._shape_idx[i]])
+        t = self._terms_cache[i]
+        comp = m.components[i]
+        eb = self._event_basis[i]
+        if t is None or t.vals != vals:
+            if eb is not None:
+                coef = np.asarray(comp.shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
+                norm = float(coef @ m._basis_int[i])
+                f = (coef @ eb) / norm
+            else:
+                g, norm = m._shape_grid(i, vals)
+                if norm > 0 and math.isfinite(norm):
+                    f = self._interp(g) / norm
+                else:
+                    f = np.full_like(self.data, np.nan)
+            t = self._terms_cache[i] = _Terms(vals, f, norm)
+        if order >= 1 and t.dv is None:
+            if eb is not None:
+                t.dv = np.asarray(comp.shape.coefficients_jacobian(vals), dtype=float).T  # type: ignore[union-attr]
+            else:
+                xs = m.ext_grid if comp.convolve else m.grid
+                t.dv = comp.shape.evaluate_with_gradient(xs, vals)[1]  # type: ignore[union-attr]
+            t.i_a = t.dv @ self._norm_map(i)
+        if order >= 2 and t.d2v is None:
+            if eb is not None:
+                ch = np.asarray(comp.shape.coefficients_hessian(vals), dtype=float)  # type: ignore[union-attr]
+                t.d2v = np.moveaxis(ch, 0, -1)
+                dv_events = t.dv @ eb
+            else:
+                xs = m.ext_grid if comp.convolve else m.grid
+                t.d2v = comp.shape.evaluate_with_hessian(xs, vals)[2]  # type: ignore[union-attr]
+                dv_events = self._interp(m._convolve(t.dv) if comp.convolve else t.dv)
+            t.i_ab = t.d2v @ self._norm_map(i)
+            t.dg = (dv_events - t.i_a[:, None] * t.f[None, :]) / t.norm  # type: ignore[index]
+        return t
+
+    def _norm_map(self, i: int) -> np.ndarray:
+        """``kappa`` of component ``i``: its integral over the range is ``v . kappa``."""
+        m = self.model
+        if m._basis_int[i] is not None:
+            return m._basis_int[i]  # type: ignore[return-value]
+        return m._norm_adjoint if m.components[i].convolve else m._trapz_weights  # type: ignore[return-value]
+
+    def _adjoint(self, i: int, a: np.ndarray) -> np.ndarray:
+        """``u`` with ``u . dv = sum_i a_i events(dv)_i`` for component ``i``, where ``a`` is
+        ``w / D`` at the point of the last :meth:`event_densities` (memoised there per kind
+        of component)."""
         eb = self._event_basis[i]
         if eb is not None:
-            shape = m.components[i].shape
-            bint = m._basis_int[i]
-            coef = np.asarray(shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
-            norm = coef @ bint
-            if not out:  # f norm = c.B_ev: differentiate once and twice
-                out.append((coef @ eb) / norm)
-            f = out[0]
-            if order >= 1:
-                cj = np.asarray(shape.coefficients_jacobian(vals), dtype=float)  # type: ignore[union-attr]
-                n_a = cj.T @ bint
-                if len(out) < 2:
-                    out.append((cj.T @ eb - np.outer(n_a, f)) / norm)
-                df = out[1]
-                if order >= 2:
-                    ch = np.asarray(shape.coefficients_hessian(vals), dtype=float)  # type: ignore[union-attr]
-                    n_ab = np.tensordot(bint, ch, axes=1)
-                    out.append((np.tensordot(ch, eb, axes=((0,), (0,)))
-                                - df[:, None, :] * n_a[None, :, None]
-                                - df[None, :, :] * n_a[:, None, None]
-                                - f[None, None, :] * n_ab[:, :, None]) / norm)
-        else:
-            getters = (m.component_grid, m.component_grid_gradient, m.component_grid_hessian)
-            for k in range(len(out), order + 1):
-                out.append(self._interp(getters[k](i, x)))
-        return out
+            return eb @ a
+        memo = self._last_adjoint
+        convolve = self.model.components[i].convolve
+        if convolve not in memo:
+            b = self._interp_adjoint(a)
+            memo[convolve] = self.model._correlate(b) if convolve else b
+        return memo[convolve]
 
     def component_at_events(self, i: int, x: np.ndarray) -> np.ndarray:
         """Normalised density of component ``i`` at the events."""
-        return self._component_events(i, x, 0)[0]
+        return self._terms(i, x, 0).f
 
     def event_densities(self, x: np.ndarray) -> np.ndarray:
-        """``sum_c N_c f_c(x_i)`` for every event."""
+        """``sum_c N_c f_c(x_i)`` for every event (cached for the last ``x``)."""
+        x = np.asarray(x, dtype=float)
+        key = x.tobytes()
+        if key == self._last_key:
+            return self._last_dens
         yields = x[self.model._yield_idx]
-        dens = yields[0] * self.component_at_events(0, x)
+        dens = yields[0] * self._terms(0, x, 0).f
         for i in range(1, len(yields)):
-            dens += yields[i] * self.component_at_events(i, x)
+            dens += yields[i] * self._terms(i, x, 0).f
+        self._last_key, self._last_dens, self._last_adjoint = key, dens, {}
         return dens
 
     def __call__(self, x: np.ndarray) -> float:
@@ -475,20 +521,24 @@ class UnbinnedNLL:
 
     def _grad(self, x: np.ndarray) -> np.ndarray:
         """Analytic gradient of :meth:`__call__`:
-        ``d/dN_c = 1 - sum_i w_i f_c(x_i)/D_i`` and
-        ``d/dtheta = -N_c sum_i w_i (d f_c(x_i)/d theta) / D_i`` for the shape parameters
-        ``theta`` of component ``c``, plus the constraint terms."""
+        ``d/dN_c = 1 - sum_i a_i f_c(x_i)`` and
+        ``d/dθ = -N_c sum_i a_i d f_c(x_i)/dθ`` (``a_i = w_i / D_i``) for the shape
+        parameters θ of component ``c``, plus the constraint terms. With ``f_c = G/I``:
+        ``sum_i a_i df_c(x_i)/dθ = (u . dv/dθ - I_θ S)/I``, ``S = sum_i a_i f_c(x_i)``
+        (:meth:`_adjoint`)."""
         x = np.asarray(x, dtype=float)
         m = self.model
         yields = x[m._yield_idx]
-        w_over_d = self._w / np.maximum(self.event_densities(x), 1e-300)
+        a = self._w / np.maximum(self.event_densities(x), 1e-300)
         grad = np.zeros_like(x)
         for i in range(len(m.components)):
             idx = m._shape_idx[i]
-            ev = self._component_events(i, x, 1 if idx else 0)
-            grad[m._yield_idx[i]] += 1.0 - float(ev[0] @ w_over_d)
+            t = self._terms(i, x, 1 if idx else 0)
+            s = float(t.f @ a)
+            grad[m._yield_idx[i]] += 1.0 - s
             if idx:
-                grad[list(idx)] -= yields[i] * (ev[1] @ w_over_d)
+                u = self._adjoint(i, a)
+                grad[list(idx)] -= yields[i] * ((t.dv @ u - t.i_a * s) / t.norm)  # type: ignore[operator]
         if len(self._cidx):
             grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
         return grad
@@ -498,30 +548,36 @@ class UnbinnedNLL:
 
         With D_i = sum_c N_c f_c(x_i) and weights w_i (1 without weights),
         ``d2(-ln L)/da db = sum_i w_i [D_a D_b / D_i^2 - D_ab / D_i]`` plus the constraint
-        terms ``1/s_p^2``; ``D_{N_c} = f_c``, ``D_theta = N_c df_c/dtheta``,
-        ``D_{N_c theta} = df_c/dtheta`` and ``D_{theta theta'} = N_c d2f_c/dtheta dtheta'``
-        for the shape parameters ``theta`` of component ``c``.
+        terms ``1/s_p^2``; ``D_{N_c} = f_c``, ``D_θ = N_c df_c/dθ``,
+        ``D_{N_c θ} = df_c/dθ`` and ``D_{θθ'} = N_c d2f_c/dθ dθ'`` for the shape
+        parameters θ of component ``c``. Differentiating ``f I = G`` twice,
+        ``f_ab = (G_ab - f_a I_b - f_b I_a - f I_ab)/I``, whose sum over the events with
+        weights ``a_i = w_i / D_i`` takes ``G_ab`` through the adjoint (:meth:`_adjoint`).
         """
         x = np.asarray(x, dtype=float)
         m = self.model
         yields = x[m._yield_idx]
         dens = np.maximum(self.event_densities(x), 1e-300)
-        w_over_d = self._w / dens
+        a = self._w / dens
         jac = np.zeros((len(x), len(dens)))  # dD_i / d param
         hess = np.zeros((len(x), len(x)))
         for i in range(len(m.components)):
             yi = m._yield_idx[i]
             idx = list(m._shape_idx[i])
-            ev = self._component_events(i, x, 2 if idx else 0)
-            jac[yi] += ev[0]
+            t = self._terms(i, x, 2 if idx else 0)
+            jac[yi] += t.f
             if not idx:
                 continue
-            jac[idx] += yields[i] * ev[1]
-            cross = ev[1] @ w_over_d  # sum_i w_i D_{N theta} / D_i
+            jac[idx] += yields[i] * t.dg
+            s = float(t.f @ a)
+            u = self._adjoint(i, a)
+            cross = (t.dv @ u - t.i_a * s) / t.norm  # sum_i a_i D_{N θ}  # type: ignore[operator]
             hess[yi, idx] -= cross
             hess[idx, yi] -= cross
-            hess[np.ix_(idx, idx)] -= yields[i] * (ev[2] @ w_over_d)
-        hess += (jac * (w_over_d / dens)) @ jac.T
+            second = (t.d2v @ u - np.outer(cross, t.i_a) - np.outer(t.i_a, cross)  # type: ignore[operator]
+                      - t.i_ab * s) / t.norm  # type: ignore[operator]
+            hess[np.ix_(idx, idx)] -= yields[i] * second
+        hess += (jac * (a / dens)) @ jac.T
         if len(self._cidx):
             hess[self._cidx, self._cidx] += 1.0 / self._csig**2
         return hess
@@ -572,10 +628,6 @@ def _numerical_hessian(f: Callable[[np.ndarray], float], x: np.ndarray, idx: Seq
     return hess
 
 
-def _trapz(g: np.ndarray, h: float) -> float:
-    return float(h * (g.sum() - 0.5 * (g[0] + g[-1])))
-
-
 def _trapz_rows(g: np.ndarray, h: float) -> np.ndarray:
     return h * (g.sum(axis=-1) - 0.5 * (g[..., 0] + g[..., -1]))
 
@@ -598,23 +650,34 @@ def inverse_cdf_piecewise_linear(grid: np.ndarray, dens: np.ndarray,
     map is monotone in ``u``, so uniform ``u`` gives exact samples and common ``u`` couple
     two densities by their quantiles.
     """
+    return _inverse_cdf(grid, _cdf_table(grid, dens), u)
+
+
+def _cdf_table(grid: np.ndarray, dens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The density clipped at zero, the trapezoid area of each cell and their cumulative
+    sum: what :func:`_inverse_cdf` needs (a model keeps it with its grid density)."""
+    dens = np.maximum(np.asarray(dens, dtype=float), 0.0)
+    area = 0.5 * (dens[:-1] + dens[1:]) * np.diff(grid)
+    return dens, area, np.cumsum(area)
+
+
+def _inverse_cdf(grid: np.ndarray, table: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 u: np.ndarray) -> np.ndarray:
+    """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`."""
     u = np.asarray(u, dtype=float)
     if u.size == 0:
         return np.empty(0)
-    dens = np.maximum(np.asarray(dens, dtype=float), 0.0)
-    a_all, b_all = dens[:-1], dens[1:]
-    area = 0.5 * (a_all + b_all) * np.diff(grid)
-    cdf = np.cumsum(area)
+    dens, area, cdf = table
     if not (cdf[-1] > 0 and math.isfinite(cdf[-1])):
         msg = "cannot sample a density that is zero or not finite everywhere"
         raise ModelError(msg)
     target = u * cdf[-1]
     cell = np.minimum(np.searchsorted(cdf, target, side="right"), len(area) - 1)
     below = np.where(cell > 0, cdf[cell - 1], 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w = np.clip(np.where(area[cell] > 0, (target - below) / area[cell], 0.5), 0.0, 1.0)
-    a, b = a_all[cell], b_all[cell]
+    area_c = area[cell]
+    w = np.divide(target - below, area_c, out=np.full_like(target, 0.5), where=area_c > 0)
+    np.clip(w, 0.0, 1.0, out=w)
+    a, b = dens[cell], dens[cell + 1]
     den = a + np.sqrt(a * a + (b * b - a * a) * w)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t = np.where(den > 0, w * (a + b) / den, w)
+    t = np.divide(w * (a + b), den, out=w.copy(), where=den > 0)
     return grid[cell] + t * (grid[cell + 1] - grid[cell])

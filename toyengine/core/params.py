@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -122,6 +123,17 @@ class ParameterSet:
             msg = f"duplicate parameter names: {sorted(dup)}"
             raise ModelError(msg)
 
+    def __hash__(self) -> int:
+        # the fitter keys its reused Minuit objects on the set: hash the parameters once per
+        # process (string hashes differ between processes, so the value is never pickled)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(self.params)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     # --- container protocol -------------------------------------------------------------
     def __iter__(self) -> Iterator[Parameter]:
         return iter(self.params)
@@ -139,7 +151,7 @@ class ParameterSet:
         msg = f"unknown parameter {name!r}; known: {self.names}"
         raise ModelError(msg)
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params)
 
@@ -147,7 +159,7 @@ class ParameterSet:
     def values(self) -> np.ndarray:
         return np.array([p.value for p in self.params], dtype=float)
 
-    @property
+    @cached_property
     def free_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params if not p.fixed)
 
@@ -155,10 +167,14 @@ class ParameterSet:
     def free_mask(self) -> np.ndarray:
         return np.array([not p.fixed for p in self.params], dtype=bool)
 
+    @cached_property
+    def _indices(self) -> dict[str, int]:
+        return {p.name: i for i, p in enumerate(self.params)}
+
     def index(self, name: str) -> int:
         try:
-            return self.names.index(name)
-        except ValueError:
+            return self._indices[name]
+        except KeyError:
             msg = f"unknown parameter {name!r}; known: {self.names}"
             raise ModelError(msg) from None
 

@@ -86,8 +86,7 @@ class RelativisticBW:
             return np.zeros_like(x), np.zeros((2, len(x)))
         grid = self._grid(x)
         assert grid is not None
-        f, d_m0, d_g = grid.density_and_gradient(m0, gamma0)
-        return f, np.stack([d_m0, d_g])
+        return grid.density_and_gradient_rows(m0, gamma0)
 
     def evaluate_with_hessian(self, x: np.ndarray, values: tuple[float, ...]
                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

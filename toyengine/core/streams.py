@@ -12,6 +12,7 @@ toy uses (the study's key scheme) is decided in :mod:`toyengine.study.seeds`.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import numpy as np
 from scipy import special
@@ -25,6 +26,7 @@ _EVENT_SLOT = 1
 _WHOLE_TOY = 2**32
 
 
+@lru_cache(maxsize=256)
 def component_id(name: str) -> int:
     """Stable 32-bit id of a component name (first four bytes of its SHA-256)."""
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")

@@ -1,7 +1,5 @@
 """The public surface is pinned: a change to it must show up here."""
 
-import subprocess
-import sys
 
 import toyengine
 
@@ -46,16 +44,11 @@ def test_layers_import_down_only():
     assert bad == []
 
 
-def test_cli_status_summary_plot(tmp_path):
+def test_cli_status_summary_plot(tmp_path, cli):
     from pathlib import Path
 
     study = Path(__file__).parent / "data" / "tcc_small.yaml"
     store = tmp_path / "s.zarr"
-
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "toyengine.cli", *args],
-                              capture_output=True, text=True, timeout=300)
-
     res = cli("run", str(study), "--store", str(store), "--workers", "1", "--toys", "6",
               "--summary")
     assert res.returncode == 0, res.stderr

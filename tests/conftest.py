@@ -26,14 +26,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client():
-    """A Dask client on one in-process worker thread, shared by a test module (tests that
-    need worker processes or a hand-started scheduler make their own)."""
+    """A Dask client on one in-process worker thread, shared by the test session (tests
+    that need worker processes, their own cluster or a hand-started scheduler make their
+    own). Not the default client: xarray reads in the tests stay on dask's local
+    scheduler, and a test's own client is not displaced."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
+                      dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as c:
         yield c
 
 

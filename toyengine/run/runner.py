@@ -503,7 +503,7 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
     # a recomputation that no worker may be left to do) nor a lost fetch (distributed's
     # background fetch of ``with_results`` can die silently in the event loop) blocks the
     # run: between attempts the worker watcher may stop it
-    ac = as_completed(futures)
+    ac = as_completed(futures, loop=client.loop)  # not default_client(): any client works
     del futures[:]  # as_completed holds them; each is released once its result is in
     pending_fetch: list[Any] = []
     try:

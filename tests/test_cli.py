@@ -47,7 +47,7 @@ def test_version_and_python_m(capsys):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def store(tmp_path_factory: pytest.TempPathFactory, client) -> Path:
     """A small significance store with an observed t (toys generated under H0, fitted
     with H0 and H1), run as a user would."""
     from toyengine import load_spec, run_study
@@ -62,7 +62,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (where / "sig.yaml").write_text(text)
     spec = load_spec(where / "sig.yaml").with_overrides(toys=8)
     path = where / "sig.zarr"
-    assert run_study(spec, path, workers=1, chunk_size=4, progress=None).complete
+    assert run_study(spec, path, client=client, chunk_size=4, progress=None).complete
     return path
 
 

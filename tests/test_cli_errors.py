@@ -29,18 +29,6 @@ def _cli(*args, timeout=120):
     return res, time.monotonic() - t0
 
 
-def _in_process(capsys, *args):
-    """Run the CLI in this process (no interpreter start-up) for errors raised before any
-    cluster starts; returns (exit code, stderr)."""
-    from toyengine.cli import main
-
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exc:  # argparse
-        code = exc.code
-    return subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
-
-
 def _one_line(res, code, text):
     assert res.returncode == code, res.stderr
     lines = res.stderr.strip().splitlines()
@@ -60,16 +48,16 @@ def _one_line(res, code, text):
     (["--toys", "x"], "'x' is not an integer"),
     (["--toys", "100000000"], "add --yes"),
 ])
-def test_bad_run_arguments(tmp_path, capsys, args, text):
+def test_bad_run_arguments(tmp_path, args, text, cli):
     store = tmp_path / "s.zarr"
-    res = _in_process(capsys, "run", STUDY, "--store", store, *args)
+    res = cli("run", STUDY, "--store", store, *args)
     _one_line(res, 2, text)
     assert not store.exists()
 
 
-def test_store_under_a_file(tmp_path, capsys):
+def test_store_under_a_file(tmp_path, cli):
     (tmp_path / "f").write_text("x")
-    res = _in_process(capsys, "run", STUDY, "--store", tmp_path / "f" / "s.zarr", "--workers",
+    res = cli("run", STUDY, "--store", tmp_path / "f" / "s.zarr", "--workers",
                       "1")
     _one_line(res, 2, "is a file, not a directory")
 
@@ -128,7 +116,7 @@ def _faulty_disk_source(root, code, once=None):
     return FAULTY_DISK + f"\nio.open = faulty_open(io.open, {args})\n"
 
 
-def test_store_in_read_only_directory(tmp_path, capsys, monkeypatch):
+def test_store_in_read_only_directory(tmp_path, monkeypatch, cli):
     """A read-only file system (simulated: the test also runs as root) is refused before
     any cluster starts, naming the store and the directory, exit code 2."""
     ro = tmp_path / "ro"
@@ -142,17 +130,17 @@ def test_store_in_read_only_directory(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(os, "mkdir", mkdir)
     _install_faulty_disk(monkeypatch, ro, errno.EROFS)
-    res = _in_process(capsys, "run", STUDY, "--store", ro / "s.zarr", "--workers", "1")
+    res = cli("run", STUDY, "--store", ro / "s.zarr", "--workers", "1")
     _one_line(res, 2, f"store {ro / 's.zarr'}: cannot write in {ro} (Read-only file system)")
     assert list(ro.iterdir()) == []
 
 
-def test_full_disk_before_the_first_write(tmp_path, capsys, monkeypatch):
+def test_full_disk_before_the_first_write(tmp_path, monkeypatch, cli):
     """No space for even the store's first file: one line naming the store and the
     problem, exit code 1, nothing left behind, no cluster started."""
     store = tmp_path / "s.zarr"
     _install_faulty_disk(monkeypatch, store, errno.ENOSPC)
-    res = _in_process(capsys, "run", STUDY, "--store", store, "--workers", "1")
+    res = cli("run", STUDY, "--store", store, "--workers", "1")
     _one_line(res, 1, f"store {store}: cannot write: No space left on device; the results "
                       "written so far are kept: free some disk space, then run the same "
                       "command again to resume")
@@ -199,8 +187,8 @@ def test_store_that_stops_being_writable_during_the_run(tmp_path, dask_scheduler
     assert not StoreInfo(store).done().any()  # nothing was marked done that is not there
 
 
-def test_store_on_proc_is_refused(capsys):
-    res = _in_process(capsys, "run", STUDY, "--store", "/proc/toyengine-test.zarr",
+def test_store_on_proc_is_refused(cli):
+    res = cli("run", STUDY, "--store", "/proc/toyengine-test.zarr",
                       "--workers", "1")
     _one_line(res, 2, "cannot write in /proc")
 
@@ -275,14 +263,14 @@ def test_unreachable_scheduler_is_one_line(tmp_path, peer):
     assert not store.exists()
 
 
-def test_silent_scheduler_answers_within_35_s(tmp_path, capsys):
+def test_silent_scheduler_answers_within_35_s(tmp_path, cli):
     """A server that accepts and never speaks, with the default timeout (in this process:
     the interpreter start-up of a loaded test machine is not what is measured)."""
     server = _Server(None)
     address = f"tcp://127.0.0.1:{server.port}"
     t0 = time.monotonic()
     try:
-        res = _in_process(capsys, "run", STUDY, "--store", tmp_path / "s.zarr", "--scheduler",
+        res = cli("run", STUDY, "--store", tmp_path / "s.zarr", "--scheduler",
                           address)
     finally:
         server.close()
@@ -302,19 +290,19 @@ def _store_with_one_chunk(path):
     return spec
 
 
-def test_store_of_the_same_study_with_another_seed(tmp_path, capsys):
+def test_store_of_the_same_study_with_another_seed(tmp_path, cli):
     store = tmp_path / "s.zarr"
     _store_with_one_chunk(store)
-    res = _in_process(capsys, "run", STUDY, "--store", store, "--toys", "2", "--seed", "8")
+    res = cli("run", STUDY, "--store", store, "--toys", "2", "--seed", "8")
     _one_line(res, 2, "the seed differs (store: 7, now: 8)")
 
 
-def test_corrupt_chunk_names_store_and_chunk(tmp_path, capsys):
+def test_corrupt_chunk_names_store_and_chunk(tmp_path, cli):
     store = tmp_path / "s.zarr"
     _store_with_one_chunk(store)
     chunk = store / "value" / "c" / "0" / "0" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[:10])
-    res = _in_process(capsys, "summary", store)
+    res = cli("summary", store)
     _one_line(res, 2, f"store {store} is damaged: chunk value/c/0/0/0/0 cannot be read")
 
 

@@ -54,14 +54,13 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def certs(tmp_path_factory: pytest.TempPathFactory, cli) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("tls")
     r = subprocess.run([str(MAKE_CERTS), "-o", str(base / "good")], capture_output=True,
                        text=True, timeout=60, env=_env())
     assert r.returncode == 0, r.stderr
     good = Path(r.stdout.strip().splitlines()[-1])
-    r = subprocess.run([sys.executable, "-m", "toyengine.cli", "cluster", "make-certs",
-                        str(base / "other")], capture_output=True, text=True, timeout=60)
+    r = cli("cluster", "make-certs", base / "other")
     assert r.returncode == 0, r.stderr
     other = Path(r.stdout.strip().splitlines()[-1])
     return {"good": good, "other": other, "good_dir": good.parent, "other_dir": other.parent}
@@ -103,14 +102,12 @@ def _refused(address: str, security: object) -> tuple[bool, float, str]:
 
 
 def test_tls_cluster_completes_study(tls_cluster: tuple[str, Path], certs: dict[str, Path],
-                                     tmp_path: Path) -> None:
+                                     tmp_path: Path, cli) -> None:
     address, _d = tls_cluster
     assert address.startswith("tls://127.0.0.1:")
     store = tmp_path / "tls.zarr"
-    r = subprocess.run([sys.executable, "-m", "toyengine.cli", "run", str(STUDY), "--store",
-                        str(store), "--scheduler", address, "--tls-config", str(certs["good"]),
-                        "--toys", "20", "--seed", "7", "--quiet"],
-                       capture_output=True, text=True, timeout=120, env=_env())
+    r = cli("run", STUDY, "--store", store, "--scheduler", address, "--tls-config",
+            certs["good"], "--toys", "20", "--seed", "7", "--quiet")
     assert r.returncode == 0, r.stderr
     assert StoreInfo(store).done().all()
     ds = open_results(store)

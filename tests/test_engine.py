@@ -37,9 +37,9 @@ def spec():
 
 
 @pytest.fixture(scope="module")
-def reference_store(tmp_path_factory, spec):
+def reference_store(tmp_path_factory, spec, client):
     path = tmp_path_factory.mktemp("ref") / "ref.zarr"
-    report = run_study(spec, path, workers=1, chunk_size=24, progress=None)
+    report = run_study(spec, path, client=client, chunk_size=24, progress=None)
     assert report.complete
     return path
 
@@ -138,12 +138,12 @@ def test_client_killed_then_resumed(tmp_path, reference_store):
     assert_same_results(path, reference_store)
 
 
-def test_extend_with_more_toys_keeps_existing(tmp_path, spec, reference_store):
+def test_extend_with_more_toys_keeps_existing(tmp_path, spec, reference_store, client):
     path = tmp_path / "ext.zarr"
-    assert run_study(spec.with_overrides(toys=10), path, workers=1, chunk_size=4,
+    assert run_study(spec.with_overrides(toys=10), path, client=client, chunk_size=4,
                      progress=None).complete
     first = open_results(path)["value"].values.copy()
-    assert run_study(spec, path, workers=1, progress=None).complete
+    assert run_study(spec, path, client=client, progress=None).complete
     ds = open_results(path)
     assert ds.sizes["toy"] == 24
     np.testing.assert_array_equal(ds["value"].values[:, :10], first)
@@ -155,12 +155,12 @@ def test_store_from_other_spec_is_refused(tmp_path, spec, reference_store):
         run_study(spec.with_overrides(seed=8), reference_store, workers=1, progress=None)
 
 
-def test_failed_fits_are_recorded_and_counted(tmp_path):
+def test_failed_fits_are_recorded_and_counted(tmp_path, client):
     from toyengine.summary import render_summary
 
     spec = load_spec(DATA / "tiny_failing.yaml")
     path = tmp_path / "fail.zarr"
-    report = run_study(spec, path, workers=1, progress=None)
+    report = run_study(spec, path, client=client, progress=None)
     assert report.complete
     ds = open_results(path)
     status = ds["status"].values.ravel()

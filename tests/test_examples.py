@@ -23,16 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "studies" / "examples"
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "toyengine.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=600, env=env)
-
-
 @pytest.mark.parametrize("study", ["gauss_exp_pulls.yaml", "gauss_exp_model_variation.yaml"])
-def test_example_runs_from_the_cli(study, tmp_path):
+def test_example_runs_from_the_cli(study, tmp_path, cli):
     store = tmp_path / "s.zarr"
-    r = _cli("run", EXAMPLES / study, "--store", store, "--toys", "4", "--workers", "1",
+    r = cli("run", EXAMPLES / study, "--store", store, "--toys", "4", "--workers", "1",
              "--quiet", "--summary")
     assert r.returncode == 0, r.stderr
     assert StoreInfo(store).done().all()

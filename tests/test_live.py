@@ -66,11 +66,11 @@ def test_running_numbers_by_hand():
     assert "shift a: alt 0.3" in mv.text()
 
 
-def test_progress_shows_running_pull_mean(tmp_path):
+def test_progress_shows_running_pull_mean(tmp_path, client):
     spec = load_spec(DATA / "tcc_small.yaml").with_overrides(toys=6)
     out = io.StringIO()  # not a terminal: plain lines
     store = tmp_path / "p.zarr"
-    report = run_study(spec, store, workers=1, progress=out)
+    report = run_study(spec, store, client=client, progress=out)
     assert report.complete
     text = out.getvalue()
     last = [ln for ln in text.splitlines() if ln.startswith("[tcc-small]")][-1]
@@ -89,11 +89,11 @@ def test_progress_shows_running_pull_mean(tmp_path):
     assert (store / STATUS_KEY).is_file()  # inside the store, for every storage URL
 
 
-def test_progress_shows_running_pvalue(tmp_path):
+def test_progress_shows_running_pvalue(tmp_path, client):
     spec = load_spec(DATA / "tcc_small_sig.yaml").with_overrides(toys=6)
     out = io.StringIO()
     store = tmp_path / "s.zarr"
-    assert run_study(spec, store, workers=1, progress=out).complete
+    assert run_study(spec, store, client=client, progress=out).complete
     last = [ln for ln in out.getvalue().splitlines() if ln.startswith("[tcc-small-sig]")][-1]
     ds = open_results(store)
     t = ds.toys.t().isel(variant=0).values

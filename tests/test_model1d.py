@@ -109,6 +109,13 @@ def test_large_sample_fit_recovers_all_parameters():
         assert abs(res.value(name) - t) < 3 * res.error(name), (name, res.value(name), t)
 
 
+def _tcc_toy(model, t: int) -> np.ndarray:
+    """Toy ``t`` of the T_cc model at its generation values (seed 99, spawn key t)."""
+    rng = np.random.default_rng(np.random.SeedSequence(99, spawn_key=(t,)))
+    return model.sample(model.parameters.values, rng)
+
+
+@pytest.mark.slow
 def test_tcc_pulls_hesse_and_minos():
     """300 T_cc toys at the paper's statistics (N_sig = 117, N_bkg = 700 in [−4, 11] MeV).
 
@@ -116,6 +123,10 @@ def test_tcc_pulls_hesse_and_minos():
     delta_m and n_sig use HESSE errors; gamma (0.41 ± 0.16 MeV, two sigma from its
     physical limit, so its likelihood is asymmetric) uses the MINOS error on the side of
     the truth, as a pull of an asymmetric interval must.
+
+    ``slow`` (MINOS on 300 toys); the default suite runs MINOS on these toys in
+    :func:`test_tcc_minos_intervals_bracket_the_estimate` and checks their HESSE errors in
+    :func:`test_tcc_hesse_error_of_delta_m_is_the_expected_information_error`.
     """
     from toyengine.models.tcc import build_tcc as b
 
@@ -123,13 +134,9 @@ def test_tcc_pulls_hesse_and_minos():
     truth = model.parameters
     n = 300
     pulls = {"n_sig": [], "delta_m": [], "gamma": []}
-    sig_dm = []
     for t in range(n):
-        rng = np.random.default_rng(np.random.SeedSequence(99, spawn_key=(t,)))
-        x = model.sample(truth.values, rng)
-        res = fit(model.nll(x), truth, minos=True)
+        res = fit(model.nll(_tcc_toy(model, t)), truth, minos=True)
         assert res.valid
-        sig_dm.append(res.error("delta_m"))
         for p in ("n_sig", "delta_m"):
             pulls[p].append((res.value(p) - truth[p].value) / res.error(p))
         i = res.names.index("gamma")
@@ -147,6 +154,33 @@ def test_tcc_pulls_hesse_and_minos():
         s_dev = vals.std(ddof=1)
         kurt = stats.kurtosis(vals, fisher=False)
         assert abs(s_dev - 1) < 3 * s_dev * math.sqrt((kurt - 1) / (4 * len(vals))), (p, s_dev)
+
+
+def test_tcc_minos_intervals_bracket_the_estimate():
+    """MINOS on the first 5 toys of :func:`test_tcc_pulls_hesse_and_minos`: valid fits,
+    and every free parameter's interval is finite with the estimate strictly inside."""
+    model = build_tcc({})
+    truth = model.parameters
+    for t in range(5):
+        res = fit(model.nll(_tcc_toy(model, t)), truth, minos=True)
+        assert res.valid, t
+        for i, name in enumerate(res.names):
+            if name not in truth.free_names:
+                continue
+            lo, hi = res.minos_lower[i], res.minos_upper[i]
+            assert np.isfinite(lo) and np.isfinite(hi) and lo < 0 < hi, (t, name, lo, hi)
+
+
+def test_tcc_hesse_error_of_delta_m_is_the_expected_information_error():
+    """HESSE fits of the 300 toys of :func:`test_tcc_pulls_hesse_and_minos` (MINOS does not
+    change the HESSE errors)."""
+    model = build_tcc({})
+    truth = model.parameters
+    sig_dm = []
+    for t in range(300):
+        res = fit(model.nll(_tcc_toy(model, t)), truth)
+        assert res.valid
+        sig_dm.append(res.error("delta_m"))
     # the median HESSE error of δm over the toys (robust, unlike the RMS of heavy-tailed
     # values) against an independent computation: the expected-information error of the
     # extended likelihood at the generation values (_fisher_errors, ≈ 63 keV). The median

@@ -34,16 +34,16 @@ def _spec(paired: bool = True, toys: int | None = None) -> StudySpec:
 
 
 @pytest.fixture(scope="module")
-def paired_store(tmp_path_factory):
+def paired_store(tmp_path_factory, client):
     path = tmp_path_factory.mktemp("paired") / "p.zarr"
-    assert run_study(_spec(), path, workers=1, chunk_size=24, progress=None).complete
+    assert run_study(_spec(), path, client=client, chunk_size=24, progress=None).complete
     return path
 
 
 @pytest.fixture(scope="module")
-def unpaired_store(tmp_path_factory):
+def unpaired_store(tmp_path_factory, client):
     path = tmp_path_factory.mktemp("unpaired") / "u.zarr"
-    assert run_study(_spec(paired=False), path, workers=1, chunk_size=24,
+    assert run_study(_spec(paired=False), path, client=client, chunk_size=24,
                      progress=None).complete
     return path
 
@@ -96,11 +96,11 @@ def test_unpaired_store_draws_independent_data(unpaired_store) -> None:
     assert not np.array_equal(n[0], n[1])  # the identical model, but other random numbers
 
 
-def test_resume_and_extension_of_a_paired_store_are_bit_identical(tmp_path, paired_store
-                                                                   ) -> None:
+def test_resume_and_extension_of_a_paired_store_are_bit_identical(tmp_path, paired_store,
+                                                                   client) -> None:
     path = tmp_path / "ext.zarr"
-    assert run_study(_spec(toys=10), path, workers=1, chunk_size=3, progress=None).complete
-    assert run_study(_spec(), path, workers=1, chunk_size=7, progress=None).complete
+    assert run_study(_spec(toys=10), path, client=client, chunk_size=3, progress=None).complete
+    assert run_study(_spec(), path, client=client, chunk_size=7, progress=None).complete
     a = xr.open_zarr(path, consolidated=False)
     b = xr.open_zarr(paired_store, consolidated=False)
     for v in RESULT_VARS:

@@ -42,16 +42,17 @@ def test_toys_for_stat_errors():
     assert toys_for_stat_errors({"a": 0.5, "b": 3.0}, {"a": 1.0, "b": 1.0}, 100, 10**6) == 990
 
 
-def test_precision_run_reaches_the_shift_target_and_says_so(tmp_path, capsys):
+def test_precision_run_reaches_the_shift_target_and_says_so(tmp_path, capsys, client):
     spec = load_spec(STUDY).with_overrides(toys=20)
     first = tmp_path / "first.zarr"
-    assert run_study(spec, first, workers=1, progress=None).complete
+    assert run_study(spec, first, client=client, progress=None).complete
     start = systematic_stat_errors(open_results(first), ["mu"])["mu"]
     # a target at 0.6 x the error of 20 toys: 1/sqrt(n) scaling asks for about
     # 20 / 0.36 x 1.1 = 61 toys, so at least two rounds and well below the cap
     target = 0.6 * start
     store = tmp_path / "p.zarr"
-    report = run_to_precision(spec, store, {"mu": target}, 400, workers=1, progress=None)
+    report = run_to_precision(spec, store, {"mu": target}, 400, client=client,
+                              progress=None)
     assert report.complete
     ds = open_results(store)
     end = systematic_stat_errors(ds, ["mu"])["mu"]
@@ -66,7 +67,7 @@ def test_precision_run_reaches_the_shift_target_and_says_so(tmp_path, capsys):
     js = json.loads(render_summary(ds, "json"))
     assert js["precision"]["rounds"][-1]["toys"] == toys[-1]
     # the same targets again: nothing to do, the record keeps its rounds
-    run_to_precision(spec, store, {"mu": target}, 400, workers=1, progress=None)
+    run_to_precision(spec, store, {"mu": target}, 400, client=client, progress=None)
     assert [r["toys"] for r in read_rounds(store)["rounds"]] == toys
 
 

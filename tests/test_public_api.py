@@ -1,7 +1,5 @@
 """The public surface is pinned: a change to it must show up here."""
 
-import subprocess
-import sys
 
 import toyengine
 
@@ -46,16 +44,11 @@ def test_layers_import_down_only():
     assert bad == []
 
 
-def test_cli_status_summary_plot(tmp_path):
+def test_cli_status_summary_plot(tmp_path, cli):
     from pathlib import Path
 
     study = Path(__file__).parent / "data" / "tcc_small.yaml"
     store = tmp_path / "s.zarr"
-
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "toyengine.cli", *args],
-                              capture_output=True, text=True, timeout=300)
-
     res = cli("run", str(study), "--store", str(store), "--workers", "1", "--toys", "6",
               "--summary")
     assert res.returncode == 0, res.stderr
@@ -73,3 +66,51 @@ def test_cli_status_summary_plot(tmp_path):
     assert res.returncode == 0, res.stderr
     pngs = list((tmp_path / "plots").glob("*.png"))
     assert pngs and all(p.stat().st_size > 1000 for p in pngs)
+
+
+def test_no_private_names_of_dependencies():
+    """No module reaches into a private name of a dependency (distributed, dask,
+    dask-jobqueue, numpy, ...): every ``obj._name`` used in ``toyengine/`` is a name that
+    ``toyengine/`` itself defines, and no import or ``getattr`` names a private member of
+    another package."""
+    import ast
+    from pathlib import Path
+
+    root = Path(toyengine.__file__).parent
+    trees = {f: ast.parse(f.read_text()) for f in root.rglob("*.py")}
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    own: set[str] = set()  # private names toyengine defines: defs, classes, attributes
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                own.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif isinstance(node, ast.arg):
+                own.add(node.arg)
+    bad = []
+    for f, tree in trees.items():
+        where = f.relative_to(root)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and private(node.attr) and node.attr not in own:
+                bad.append(f"{where}:{node.lineno} .{node.attr}")
+            elif (isinstance(node, ast.ImportFrom) and node.level == 0
+                  and (node.module or "").split(".")[0] != "toyengine"):
+                parts = (node.module or "").split(".") + [a.name for a in node.names]
+                bad += [f"{where}:{node.lineno} from {node.module} import {p}"
+                        for p in parts if private(p)]
+            elif isinstance(node, ast.Import):
+                bad += [f"{where}:{node.lineno} import {a.name}" for a in node.names
+                        if any(private(p) for p in a.name.split("."))]
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) > 1
+                  and isinstance(node.args[1], ast.Constant)
+                  and isinstance(node.args[1].value, str) and private(node.args[1].value)
+                  and node.args[1].value not in own):
+                bad.append(f"{where}:{node.lineno} {node.func.id}(..., {node.args[1].value!r})")
+    assert bad == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,8 @@ import pytest
 STUDY = Path(__file__).parent / "data" / "tcc_small.yaml"
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "toyengine", *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def finished(tmp_path_factory, cli) -> tuple[Path, subprocess.CompletedProcess[str]]:
     store = tmp_path_factory.mktemp("run") / "small.zarr"
     res = cli("run", str(STUDY), "--store", str(store), "--workers", "1", "--toys", "6")
     assert res.returncode == 0, res.stderr
@@ -34,7 +28,7 @@ def test_run_prints_estimate_and_physics_on_stderr(finished):
     assert res.stdout.startswith("store: ")
 
 
-def test_show_prints_study_fits_and_cost():
+def test_show_prints_study_fits_and_cost(cli):
     res = cli("show", str(STUDY), "--time-toys", "1", "--workers", "2")
     assert res.returncode == 0, res.stderr
     out = res.stdout
@@ -44,7 +38,7 @@ def test_show_prints_study_fits_and_cost():
     assert re.search(r"cost estimate: 24 toys, 24 fits; .* on 2 worker\(s\)", out)
 
 
-def test_report_is_one_self_contained_html_file(finished, tmp_path):
+def test_report_is_one_self_contained_html_file(finished, tmp_path, cli):
     store, _ = finished
     out = tmp_path / "r.html"
     res = cli("report", str(store), "-o", str(out))
@@ -62,7 +56,7 @@ def test_report_is_one_self_contained_html_file(finished, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
 
 
-def test_status_watch_reads_the_live_status(finished):
+def test_status_watch_reads_the_live_status(finished, cli):
     store, _ = finished
     res = cli("status", str(store), "--watch", "--interval", "0.1", "--max-updates", "5")
     assert res.returncode == 0, res.stderr

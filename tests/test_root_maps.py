@@ -58,7 +58,7 @@ fit: {{starts: 1}}
 """
 
 
-def test_root_maps_give_the_npz_study(tmp_path: Path):
+def test_root_maps_give_the_npz_study(tmp_path: Path, client):
     with uproot.recreate(tmp_path / "maps.root") as f:
         for stem, kind in NAMES.items():
             f[stem] = th2(SDPHistogram.from_npz(MAPS / f"{stem}.npz", kind), stem)
@@ -80,7 +80,7 @@ def test_root_maps_give_the_npz_study(tmp_path: Path):
         (tmp_path / f"{tag}.yaml").write_text(text)
         spec = load_spec(tmp_path / f"{tag}.yaml")
         stores[tag] = tmp_path / f"{tag}.zarr"
-        assert run_study(spec, stores[tag], workers=1, progress=None, chunk_size=1).complete
+        assert run_study(spec, stores[tag], client=client, progress=None, chunk_size=1).complete
     a, b = (open_results(stores[t]) for t in ("root", "npz"))
     assert int(a["status"].values.ravel()[0]) == 1, "the fit converged"
     for var in ("value", "error", "nll", "n_events"):

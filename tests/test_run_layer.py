@@ -50,7 +50,7 @@ def test_run_stops_when_no_worker_is_left(tmp_path, spec, capsys):
     from distributed import Client, LocalCluster
 
     path = tmp_path / "s.zarr"
-    slow = spec.with_overrides(toys=400)
+    slow = spec.with_overrides(toys=160)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         out = {}

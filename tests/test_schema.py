@@ -2,8 +2,6 @@
 come from the same declarations (issue 13)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -92,9 +90,8 @@ def test_schema_rejects_bad_builder_options():
         assert list(validator.iter_errors(doc)), opt
 
 
-def test_cli_schema_prints_the_schema():
-    res = subprocess.run([sys.executable, "-m", "toyengine.cli", "schema"], capture_output=True,
-                         text=True, timeout=120)
+def test_cli_schema_prints_the_schema(cli):
+    res = cli("schema")
     assert res.returncode == 0
     assert json.loads(res.stdout) == json.loads(json.dumps(study_json_schema()))
 

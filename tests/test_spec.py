@@ -1,7 +1,5 @@
 """Study-file validation: one error naming the field, non-zero exit, no store (issue 3)."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -44,23 +42,19 @@ def test_bad_spec_names_the_field(case):
 
 
 @pytest.mark.parametrize("case", ["toys zero", "unknown kind", "unknown parameter"])
-def test_cli_bad_spec_exit_code_and_no_store(tmp_path, case):
+def test_cli_bad_spec_exit_code_and_no_store(tmp_path, case, cli):
     text, field, _ = BAD[case]
     study = tmp_path / "bad.yaml"
     study.write_text(text)
     store = tmp_path / "out.zarr"
-    res = subprocess.run([sys.executable, "-m", "toyengine.cli", "run", str(study), "--store",
-                          str(store)], capture_output=True, text=True, timeout=120)
+    res = cli("run", study, "--store", store)
     assert res.returncode == 2
     assert field in res.stderr and "invalid study file" in res.stderr
     assert not store.exists()
 
 
-def test_cli_override_validated(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "toyengine.cli", "run",
-                          str(DATA / "tcc_small.yaml"), "--store", str(tmp_path / "x.zarr"),
-                          "--toys", "0"],
-                         capture_output=True, text=True, timeout=120)
+def test_cli_override_validated(tmp_path, cli):
+    res = cli("run", DATA / "tcc_small.yaml", "--store", tmp_path / "x.zarr", "--toys", "0")
     assert res.returncode == 2 and "--toys: 0 is not >= 1" in res.stderr
     assert not (tmp_path / "x.zarr").exists()
 

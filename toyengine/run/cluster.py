@@ -668,13 +668,15 @@ def _first_submission(cluster: Any, jobs: int) -> None:
     ``adapt`` the cluster would otherwise wait for workers forever).
 
     This is ``cluster.scale(jobs=jobs)`` done synchronously: the same ``worker_spec``
-    update, then the cluster's own state correction awaited.
+    update through the public ``new_worker_spec()``, then the cluster awaited (awaiting
+    a ``SpecCluster`` brings its jobs in line with ``worker_spec`` and raises what a
+    job's submission raised; ``scale()`` would only log it).
     """
 
     async def scale_and_wait() -> None:
         while len(cluster.worker_spec) < jobs:
             cluster.worker_spec.update(cluster.new_worker_spec())
-        await cluster._correct_state()
+        await cluster
 
     try:
         cluster.sync(scale_and_wait)

@@ -509,7 +509,7 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
     # finishing (it waits for a recomputation that no worker may be left to do) nor a lost
     # fetch blocks the run, since between waits the worker watcher may stop it. A batch
     # that fails or stays unanswered falls back to one ``Future.result(timeout)`` per task.
-    ac = as_completed(futures)
+    ac = as_completed(futures, loop=client.loop)  # not default_client(): any client works
     del futures[:]  # as_completed holds them; each is released once its result is in
     one_by_one: list[Any] = []
     fetch: _BatchFetch | None = None

@@ -118,7 +118,10 @@ def test_lost_batch_fetch_falls_back_to_one_by_one(tmp_path, spec, client, monke
     monkeypatch.setattr(runner, "RESULT_WAIT", 0.05)
     monkeypatch.setattr(runner, "BATCH_WAITS", 2)
     path = tmp_path / "s.zarr"
-    r = run_study(spec, path, client=client, chunk_size=3, progress=None)
+    try:
+        r = run_study(spec, path, client=client, chunk_size=3, progress=None)
+    finally:
+        never.set()  # let the abandoned fetch threads end
     assert r.complete and r.chunks_run == 10 and not r.errors
     assert sum(calls) == 10  # every chunk went through a (broken) batch first
     same(path, ref)

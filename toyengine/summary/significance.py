@@ -20,6 +20,7 @@ from scipy import stats
 
 from ..study.kinds import kind_info
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks, fmt_num, jsonable
+from .importance import ImportanceP, mixture_weights, weighted_pvalue
 from .lee import LEECalibration, calibrate
 from .ndof import Chi2Fit, fit_chi2_ndof
 from .pvalues import PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
@@ -29,6 +30,7 @@ from .teststat import test_statistic, variant_index
 __all__ = [
     "SignificanceSummary",
     "SpreadSummary",
+    "importance_estimate",
     "lee_calibration",
     "significance_summary",
     "variant_significance",
@@ -88,6 +90,12 @@ class SignificanceSummary:
         on the toys' scans (:mod:`toyengine.summary.lee`), with the calibration error.
     lee : dict or None
         The calibration (dimension, dof, levels, mean counts, coefficients, scans used).
+    importance : dict or None
+        For an importance-sampled store (``log_ratio``): ``p``, its standard ``error``,
+        ``ess`` (effective sample size), ``n_exceed``, ``n_toys``, ``fraction`` and
+        ``inject``. ``p_toys`` is then this weighted estimate with the interval
+        ``p ± error``; every unweighted statistic (mean, χ² fit, tail checks) uses only the
+        toys drawn from the null model (``n_used`` counts them).
     """
 
     kind: str
@@ -126,6 +134,7 @@ class SignificanceSummary:
     z_global: float = math.nan
     z_global_err: float = math.nan
     lee: dict[str, Any] | None = None
+    importance: dict[str, Any] | None = None
 
     @property
     def is_rejection(self) -> bool:
@@ -339,7 +348,14 @@ class SignificanceSummary:
             return None
         rows: list[tuple[str, str, float]] = []
         k, n = self.p_toys_count
-        if n:
+        imp = self.importance
+        if imp is not None:
+            rows.append(("p_toys importance-sampled (n_exceed / n_toys)",
+                         f"{fmt_num(self.p_toys, 3)} ± {fmt_num(imp['error'], 2)} ({k}/{n})",
+                         self.p_toys))
+            rows.append(("effective sample size", fmt_num(imp["ess"], 4), imp["ess"]))
+            rows.append(("Z toys", fmt_num(self.z_toys, 3), self.z_toys))
+        elif n:
             lo, hi = self.p_toys_interval
             rows.append(("p_toys (n_exceed / n_toys) [CP 68%]",
                          f"{fmt_num(self.p_toys, 3)} ({k}/{n}) [{fmt_num(lo, 2)}, "
@@ -363,6 +379,12 @@ class SignificanceSummary:
                          self.z_global))
         notes = ["Two-sided Z = Φ⁻¹(1 − p/2). The toys repeat the whole fit (scan included), "
                  "so p_toys is a global p-value."]
+        if imp is not None:
+            notes.append(
+                f"Importance sampling: {fmt_num(100 * imp['fraction'], 3)} % of the toys "
+                f"generated from {', '.join(imp['inject'])} (equal shares), the rest under "
+                "h0; p_toys = mean of w·1[t ≥ t_obs] with w = p_h0/p_mixture, ± its "
+                "standard error.")
         if self.lee is not None:
             lee = self.lee
             profiled = " (2-D scan profiled over its 2nd axis)" \
@@ -405,7 +427,7 @@ def _fit_pvalue(fit: Chi2Fit, t_obs: float) -> PValue:
 
 
 def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: float,
-              fit: Chi2Fit | None, cl: float) -> dict[str, Any]:
+              fit: Chi2Fit | None, cl: float, t_all: np.ndarray) -> dict[str, Any]:
     """The headline numbers at ``t_obs``: toy p and Z, Z from Wilks and from the fitted
     mixture, local and look-elsewhere-corrected global Z (Gross–Vitells)."""
     out: dict[str, Any] = {}
@@ -420,7 +442,16 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                       "coefficients": list(lee.coefficients), "n_scans": lee.n_scans}
     if not math.isfinite(t_obs):
         return out
-    if used.size:
+    imp = importance_estimate(ds, v, t_obs, t_all)
+    if imp is not None:
+        out.update(p_toys=imp.p, p_toys_interval=(max(imp.p - imp.error, 0.0),
+                   imp.p + imp.error), p_toys_count=(imp.n_exceed, imp.n_toys),
+                   z_toys=float(p_to_z(imp.p)), z_toys_is_lower_limit=False,
+                   importance={"p": imp.p, "error": imp.error, "ess": imp.ess,
+                               "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
+                               "fraction": imp.alt_fraction,
+                               "inject": str(ds.attrs.get("importance_inject", "")).split()})
+    elif used.size:
         e = empirical_pvalue(used, t_obs, cl)
         lower = e.n_exceed == 0
         out.update(p_toys=e.p, p_toys_interval=(e.lo, e.hi), p_toys_count=(e.n_exceed,
@@ -436,6 +467,21 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
         out.update(z_local=float(p_to_z(lee.p_local(t_obs))), p_global=p, p_global_err=dp,
                    z_global=z, z_global_err=dz)
     return out
+
+
+def importance_estimate(ds: xr.Dataset, variant: int, t_obs: float,
+                        t: np.ndarray) -> ImportanceP | None:
+    """The importance-sampled ``P_0(t ≥ t_obs)`` of variant ``variant`` of a store with
+    ``log_ratio`` (:func:`~toyengine.summary.importance.weighted_pvalue` of the toys' t
+    with their defensive-mixture weights), or None for a store without importance
+    sampling. ``t``: the variant's test statistic per toy (NaN: failed or not run)."""
+    if "log_ratio" not in ds.variables:
+        return None
+    a = float(ds.attrs["importance_fraction"])
+    lr = np.asarray(ds["log_ratio"].isel(variant=variant).values, dtype=float)
+    done = np.asarray(ds["sampled_from"].isel(variant=variant).values) >= 0
+    return weighted_pvalue(np.asarray(t, dtype=float)[done], mixture_weights(lr[done], a),
+                           t_obs, a)
 
 
 def lee_calibration(ds: xr.Dataset, variant: int = 0,
@@ -521,7 +567,11 @@ def significance_summary(
     v1 = np.asarray(valid.isel(variant=v).sel(hypothesis=h1).values, bool)
     n_toys = int(tv.size)
     n_done = int(np.count_nonzero(d0 & d1))
-    used = tv[np.isfinite(tv)]
+    if "sampled_from" in ds.variables:  # importance sampling: the toys of the null model
+        null = np.asarray(ds["sampled_from"].isel(variant=v).values) == 0
+        used = tv[np.isfinite(tv) & null]
+    else:
+        used = tv[np.isfinite(tv)]
     n_used = int(used.size)
     failed_fraction = (n_done - n_used) / n_done if n_done else math.nan
 
@@ -544,7 +594,12 @@ def significance_summary(
             pvalues.append(PValue.make(f"wilks χ²(ndof={ndof_w:g})", ndof_w, p, p, p))
         if fit is not None:
             pvalues.append(_fit_pvalue(fit, t_obs))
-        if n_used:
+        imp = importance_estimate(ds, v, t_obs, tv) if nested else None
+        if imp is not None:
+            pvalues.append(PValue.make("toys (importance-sampled, p ± error)", math.nan,
+                                       imp.p, max(imp.p - imp.error, 0.0), imp.p + imp.error,
+                                       imp.n_exceed, imp.n_toys))
+        elif n_used:
             e = empirical_pvalue(used, t_obs, cl)
             pvalues.append(PValue.make("toys", math.nan, e.p, e.lo, e.hi, e.n_exceed, e.n_toys))
 
@@ -557,7 +612,7 @@ def significance_summary(
             e = empirical_pvalue(used, thr, cl)
             tail.append(TailCheck(float(z), ndof_ref, thr, pe, e.p, e.lo, e.hi, e.n_exceed, n_used))
 
-    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl) if nested else {}
+    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl, tv) if nested else {}
     names = ds["variant_name"].values if "variant_name" in ds else None
     return SignificanceSummary(**extra,
         kind=kind,

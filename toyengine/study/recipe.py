@@ -17,8 +17,10 @@ Seeds (:mod:`toyengine.study.seeds` documents the key scheme): the data of toy `
 streams keyed by ``(root_seed, t, component)`` — the same for every variant, so variants are
 paired (common random numbers) — or, with ``paired: false``, by ``(root_seed, v, t,
 component)``; the multi-start points of hypothesis ``h`` from ``(root_seed, t, h)`` (plus
-``v`` unpaired); a random variant ``v`` builds its models from ``(root_seed, v)``. Nothing
-depends on chunking, worker count, order, retries or resumes.
+``v`` unpaired); a random variant ``v`` builds its models from ``(root_seed, v)``; an
+importance-sampled study (``importance:``) picks the model that generates toy ``t`` from
+``(root_seed, t)`` of its own domain (:func:`importance_component`). Nothing depends on
+chunking, worker count, order, retries or resumes.
 """
 
 from __future__ import annotations

@@ -52,9 +52,10 @@ class SignificanceSummary:
     n_failed_h0, n_failed_h1 : int
         Attempted fits that did not converge, per hypothesis.
     n_used : int
-        Toys with a finite t (both fits converged, unless ``include_failed``).
+        Toys with a finite t (both fits converged, unless ``include_failed``); of an
+        importance-sampled store only those generated under h0.
     failed_fraction : float
-        ``(n_done − n_used) / n_done``.
+        ``(n_done − n_finite) / n_done``, ``n_finite`` the toys with a finite t.
     n_negative : int
         Used toys with ``t < 0`` (for nested hypotheses: minimiser noise; for J^P: expected).
     t_mean, t_std : float
@@ -161,7 +162,8 @@ class SignificanceSummary:
         label = f"{self.variant_name} " if self.variant_name else ""
         rows: list[tuple[str, str, object]] = [
             ("hypotheses (t = 2(nll_h0 − nll_h1))", f"h0={self.h0}, h1={self.h1}", ""),
-            ("toy slots / done / used", f"{self.n_toys} / {self.n_done} / {self.n_used}", ""),
+            ("toy slots / done / used" + (" (generated under h0)" if self.importance else ""),
+             f"{self.n_toys} / {self.n_done} / {self.n_used}", ""),
             ("failed fits h0 / h1", f"{self.n_failed_h0} / {self.n_failed_h1}", ""),
             ("failed-fit fraction", fmt_num(self.failed_fraction), self.failed_fraction),
             ("toys with t < 0", str(self.n_negative), self.n_negative),
@@ -573,7 +575,8 @@ def significance_summary(
     else:
         used = tv[np.isfinite(tv)]
     n_used = int(used.size)
-    failed_fraction = (n_done - n_used) / n_done if n_done else math.nan
+    n_finite = int(np.count_nonzero(np.isfinite(tv)))
+    failed_fraction = (n_done - n_finite) / n_done if n_done else math.nan
 
     nested = kind_info(kind).nested
     ndof_w = attr_float(ds, "ndof_wilks")

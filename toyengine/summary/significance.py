@@ -429,9 +429,10 @@ def _fit_pvalue(fit: Chi2Fit, t_obs: float) -> PValue:
 
 
 def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: float,
-              fit: Chi2Fit | None, cl: float, t_all: np.ndarray) -> dict[str, Any]:
-    """The headline numbers at ``t_obs``: toy p and Z, Z from Wilks and from the fitted
-    mixture, local and look-elsewhere-corrected global Z (Gross–Vitells)."""
+              fit: Chi2Fit | None, cl: float, imp: ImportanceP | None) -> dict[str, Any]:
+    """The headline numbers at ``t_obs``: toy p and Z (importance-sampled when ``imp`` is
+    given), Z from Wilks and from the fitted mixture, local and look-elsewhere-corrected
+    global Z (Gross–Vitells)."""
     out: dict[str, Any] = {}
     if fit is not None:
         out.update(ndof_mixture=fit.ndof, ndof_mixture_err=fit.ndof_err)
@@ -444,7 +445,6 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                       "coefficients": list(lee.coefficients), "n_scans": lee.n_scans}
     if not math.isfinite(t_obs):
         return out
-    imp = importance_estimate(ds, v, t_obs, t_all)
     if imp is not None:
         out.update(p_toys=imp.p, p_toys_interval=(max(imp.p - imp.error, 0.0),
                    imp.p + imp.error), p_toys_count=(imp.n_exceed, imp.n_toys),
@@ -476,12 +476,15 @@ def importance_estimate(ds: xr.Dataset, variant: int, t_obs: float,
     """The importance-sampled ``P_0(t ≥ t_obs)`` of variant ``variant`` of a store with
     ``log_ratio`` (:func:`~toyengine.summary.importance.weighted_pvalue` of the toys' t
     with their defensive-mixture weights), or None for a store without importance
-    sampling. ``t``: the variant's test statistic per toy (NaN: failed or not run)."""
+    sampling or with fewer than two toys generated. ``t``: the variant's test statistic per
+    toy (NaN: failed or not run)."""
     if "log_ratio" not in ds.variables:
         return None
     a = float(ds.attrs["importance_fraction"])
     lr = np.asarray(ds["log_ratio"].isel(variant=variant).values, dtype=float)
     done = np.asarray(ds["sampled_from"].isel(variant=variant).values) >= 0
+    if np.count_nonzero(done & ~np.isnan(np.asarray(t, dtype=float))) < 2:
+        return None
     return weighted_pvalue(np.asarray(t, dtype=float)[done], mixture_weights(lr[done], a),
                            t_obs, a)
 
@@ -590,6 +593,7 @@ def significance_summary(
             fit = None
     t_obs = attr_float(ds, "observed_t")
 
+    imp = importance_estimate(ds, v, t_obs, tv) if nested and math.isfinite(t_obs) else None
     pvalues: list[PValue] = []
     if math.isfinite(t_obs):
         if math.isfinite(ndof_w):
@@ -597,7 +601,6 @@ def significance_summary(
             pvalues.append(PValue.make(f"wilks χ²(ndof={ndof_w:g})", ndof_w, p, p, p))
         if fit is not None:
             pvalues.append(_fit_pvalue(fit, t_obs))
-        imp = importance_estimate(ds, v, t_obs, tv) if nested else None
         if imp is not None:
             pvalues.append(PValue.make("toys (importance-sampled, p ± error)", math.nan,
                                        imp.p, max(imp.p - imp.error, 0.0), imp.p + imp.error,
@@ -615,7 +618,7 @@ def significance_summary(
             e = empirical_pvalue(used, thr, cl)
             tail.append(TailCheck(float(z), ndof_ref, thr, pe, e.p, e.lo, e.hi, e.n_exceed, n_used))
 
-    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl, tv) if nested else {}
+    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl, imp) if nested else {}
     names = ds["variant_name"].values if "variant_name" in ds else None
     return SignificanceSummary(**extra,
         kind=kind,

@@ -76,7 +76,8 @@ def test_parameter_axis_labels_and_chunks():
     assert plan.labels["delta_m"][1] == "MeV"
     assert plan.scan is None and "scan_t" not in {f.name for f in plan.fields}
     assert plan.chunks(2) == [Chunk(0, 0, 0, 2), Chunk(1, 0, 2, 4), Chunk(2, 0, 4, 5)]
-    assert plan.sizes == {"hypothesis": 2, "param": len(plan.params), "scan_point": 0}
+    assert plan.sizes == {"hypothesis": 2, "param": len(plan.params), "scan_point": 0,
+                          "injected": 0}
 
 
 def test_scan_plan_carries_the_grid_and_the_local_dof():

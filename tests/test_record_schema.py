@@ -52,6 +52,8 @@ def test_docs_table_is_the_schema():
         assert unit == UNITS[f.unit], f.name
         assert meaning.endswith("**(machine)**") == f.machine, f.name
         assert meaning.startswith("studies with `fit.scan` only: ") == (f.requires == "scan")
+        assert meaning.startswith("studies with `importance` only: ") == (
+            f.requires == "importance")
         assert f.doc in meaning, f.name
 
 
@@ -65,7 +67,11 @@ def test_only_fit_time_measures_the_machine():
 
 def test_optional_fields_follow_the_study_features():
     assert "scan_t" not in {f.name for f in study_fields()}
-    assert [f.name for f in study_fields({"scan"})] == [f.name for f in RECORD_FIELDS]
+    assert "sampled_from" not in {f.name for f in study_fields({"scan"})}
+    assert [f.name for f in study_fields({"scan", "importance"})] == [
+        f.name for f in RECORD_FIELDS]
+    assert [f.name for f in study_fields({"importance"})][-2:] == ["sampled_from",
+                                                                    "log_ratio"]
 
 
 def test_chunk_records_follow_the_schema():

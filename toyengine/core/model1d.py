@@ -40,6 +40,7 @@ from .resolution import Resolution
 from .streams import DataStreams, as_streams
 
 __all__ = [
+    "TOTAL_STREAM",
     "Component",
     "LinearShape",
     "Model1D",
@@ -49,6 +50,11 @@ __all__ = [
     "inverse_cdf_piecewise_linear",
     "sample_piecewise_linear",
 ]
+
+#: stream name of a toy drawn from the total density (a model with a negative yield); not
+#: a valid component name of the declarative builder, so it never shares a component's
+#: streams
+TOTAL_STREAM = "(total density)"
 
 
 @runtime_checkable
@@ -320,9 +326,18 @@ class Model1D:
         events by the exact inverse CDF of its density, one uniform per event from the
         component's prefix-stable stream (:mod:`toyengine.core.streams`). Two models sampled
         with the same streams give data sets that differ only where their densities
-        differ."""
+        differ.
+
+        A negative yield (a signal deficit, as the negative-signal model of an importance-
+        sampled significance study needs) cannot be a component of its own: the events are
+        then drawn from the total density ``sum_c N_c f_c`` (Poisson count of mean
+        ``sum_c N_c``, from the streams of the reserved name :data:`TOTAL_STREAM`), which
+        must be non-negative on the whole grid — exactly the density :meth:`nll` evaluates.
+        """
         streams = as_streams(rng)
         x = self.parameters.values if values is None else np.asarray(values, dtype=float)
+        if np.any(x[self._yield_idx] < 0.0):
+            return self._sample_total(x, streams)
         parts = []
         for i, n in enumerate(x[self._yield_idx]):
             name = self.components[i].name
@@ -333,6 +348,21 @@ class Model1D:
                 entry["cdf"] = _cdf_table(self.grid, entry["g"])  # type: ignore[arg-type]
             parts.append(_inverse_cdf(self.grid, entry["cdf"], u))  # type: ignore[arg-type]
         return np.concatenate(parts)
+
+    def _sample_total(self, x: np.ndarray, streams: DataStreams) -> np.ndarray:
+        """Events of the total density ``sum_c N_c f_c`` (some ``N_c`` negative)."""
+        yields = x[self._yield_idx]
+        total = sum(n * self.component_grid(i, x) for i, n in enumerate(yields))
+        low = float(np.min(total))
+        if not (yields.sum() > 0.0 and low >= -1e-12 * float(np.max(np.abs(total)))):
+            named = dict(zip([c.yield_param for c in self.components], yields.tolist(),
+                             strict=True))
+            msg = (f"cannot sample yields {named}: the total density is negative (min "
+                   f"{low:.4g} on the grid)")
+            raise ModelError(msg)
+        k = streams.count(TOTAL_STREAM, float(yields.sum()))
+        u = streams.events(TOTAL_STREAM).random(k)
+        return _inverse_cdf(self.grid, _cdf_table(self.grid, total), u)
 
     def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> UnbinnedNLL:
         """Extended unbinned negative log-likelihood of ``data`` (events inside the range)."""

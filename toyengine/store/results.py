@@ -176,6 +176,10 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
                       "scan_grid": list(scan.grid),
                       "lee_dof": scan.lee_dof, "lee_one_sided": int(scan.lee_one_sided)})
         data["scan_points"] = xr.Variable(("scan_point", "scan_parameter"), scan.points)
+    if spec.importance is not None:
+        attrs.update({"importance_inject": " ".join(plan.injected),
+                      "importance_fraction": float(spec.importance["fraction"])})
+        coords["injected"] = np.array(plan.injected, dtype=object)
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
     ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,

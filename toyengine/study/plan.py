@@ -219,8 +219,11 @@ class Plan:
         """The plan of ``spec`` (its models are built, once per process)."""
         params = param_axis(spec)
         scan = scan_plan(spec)
+        features = {"scan"} if scan is not None else set()
+        if spec.importance is not None:
+            features.add("importance")
         return cls(spec, kind_info(spec.kind), params, param_labels(spec, params), scan,
-                   study_fields({"scan"} if scan is not None else ()))
+                   study_fields(features))
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -254,7 +257,14 @@ class Plan:
     def sizes(self) -> dict[str, int]:
         """Length of every dimension of the per-toy fields after ``(variant, toy)``."""
         return {"hypothesis": len(self.hypotheses), "param": len(self.params),
-                "scan_point": 0 if self.scan is None else len(self.scan.points)}
+                "scan_point": 0 if self.scan is None else len(self.scan.points),
+                "injected": len(self.injected)}
+
+    @property
+    def injected(self) -> tuple[str, ...]:
+        """The injected models of an importance-sampled study (``importance.inject``)."""
+        imp = self.spec.importance
+        return tuple(imp["inject"]) if imp else ()
 
     def empty_records(self, n_toys: int) -> dict[str, np.ndarray]:
         """The arrays of one chunk of ``n_toys`` toys, every field at its fill value."""

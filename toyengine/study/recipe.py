@@ -17,8 +17,10 @@ Seeds (:mod:`toyengine.study.seeds` documents the key scheme): the data of toy `
 streams keyed by ``(root_seed, t, component)`` — the same for every variant, so variants are
 paired (common random numbers) — or, with ``paired: false``, by ``(root_seed, v, t,
 component)``; the multi-start points of hypothesis ``h`` from ``(root_seed, t, h)`` (plus
-``v`` unpaired); a random variant ``v`` builds its models from ``(root_seed, v)``. Nothing
-depends on chunking, worker count, order, retries or resumes.
+``v`` unpaired); a random variant ``v`` builds its models from ``(root_seed, v)``; an
+importance-sampled study (``importance:``) picks the model that generates toy ``t`` from
+``(root_seed, t)`` of its own domain (:func:`importance_component`). Nothing depends on
+chunking, worker count, order, retries or resumes.
 """
 
 from __future__ import annotations
@@ -37,11 +39,11 @@ from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
 from .plan import Chunk, Plan, param_axis
 from .reference import generator_model
-from .seeds import data_streams, fit_rng, global_observables_rng
+from .seeds import data_streams, fit_rng, global_observables_rng, importance_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["ChunkResult", "global_observables", "run_chunk", "toy_data", "toy_nll",
-           "toy_nll_function"]
+__all__ = ["ChunkResult", "global_observables", "importance_component",
+           "importance_log_ratios", "run_chunk", "toy_data", "toy_nll", "toy_nll_function"]
 
 
 @dataclass
@@ -244,6 +246,49 @@ def _with_global_observables(nll: Any, parameters: Any, gobs: np.ndarray,
     return _ShiftedConstraints(nll, idx[keep], mu[keep], mu_new[keep], sig[keep])
 
 
+def _generation_log_likelihood(model: ToyModel, data: Any) -> float:
+    """``ln L`` of ``data`` under ``model`` at its generation values, the Gaussian constraint
+    terms left out: the log density of the generated data set (up to constants that every
+    model with the same likelihood convention shares)."""
+    x = model.parameters.values
+    val = -float(model.nll(data)(x))
+    idx, mu, sig = model.parameters.constraint_terms()
+    if idx.size:
+        val += 0.5 * float(np.sum(((x[idx] - mu) / sig) ** 2))
+    return val
+
+
+def importance_component(spec: StudySpec, toy: int, variant: Variant) -> int:
+    """The mixture component toy ``toy`` of an importance-sampled study is generated from:
+    0 (the ``generate`` model) with probability ``1 − a``, else injected model ``k``
+    (1-based, equal shares of ``a``), from the toy's own stream
+    (:func:`toyengine.study.seeds.importance_rng`); 0 for a study without ``importance``."""
+    imp = spec.importance
+    if imp is None:
+        return 0
+    u = float(importance_rng(spec.seed, toy, None if spec.paired else variant.index).random())
+    a, k = float(imp["fraction"]), len(imp["inject"])
+    return 0 if u >= a else 1 + min(int(u / a * k), k - 1)
+
+
+def _toy_generator(spec: StudySpec, variant: Variant, toy: int) -> tuple[int, ToyModel]:
+    """``(component, model)`` that generates toy ``toy`` (:func:`importance_component`)."""
+    c = importance_component(spec, toy, variant)
+    if c == 0:
+        return 0, generator_model(spec, variant)
+    return c, build_model(spec, variant, spec.importance["inject"][c - 1])
+
+
+def importance_log_ratios(spec: StudySpec, variant: Variant, data: Any) -> np.ndarray:
+    """``ln p_k(data) − ln p_0(data)`` for each injected model k against the generator, at
+    their generation values (the record field ``log_ratio``). The defensive-mixture weight
+    of the toy is ``1 / ((1 − a) + (a/K) Σ_k exp(log_ratio_k))``
+    (:func:`toyengine.summary.importance.mixture_weights`)."""
+    l0 = _generation_log_likelihood(generator_model(spec, variant), data)
+    return np.array([_generation_log_likelihood(build_model(spec, variant, m), data) - l0
+                     for m in spec.importance["inject"]])
+
+
 def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
     """The exact data set the engine fitted in toy ``toy`` of variant ``variant``.
 
@@ -259,10 +304,10 @@ def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
         msg = f"toy {toy} must be >= 0"
         raise ModelError(msg)
     v = spec.variants[variant]
-    gen = generator_model(spec, v)
-    fixed = load_fixed_data(spec, gen)
+    fixed = load_fixed_data(spec, generator_model(spec, v))
     if fixed is not None:
         return fixed
+    gen = _toy_generator(spec, v, toy)[1]
     return gen.sample(gen.parameters.values,
                       data_streams(spec.seed, toy, None if spec.paired else v.index))
 
@@ -314,8 +359,15 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
         try:
-            data = fixed if fixed is not None else gen.sample(
-                gen.parameters.values, data_streams(spec.seed, t, vkey))
+            if fixed is not None:
+                data = fixed
+            elif spec.importance is None:
+                data = gen.sample(gen.parameters.values, data_streams(spec.seed, t, vkey))
+            else:
+                comp, model = _toy_generator(spec, v, t)
+                a["sampled_from"][i] = comp
+                data = model.sample(model.parameters.values, data_streams(spec.seed, t, vkey))
+                a["log_ratio"][i] = importance_log_ratios(spec, v, data)
         except Exception as exc:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)

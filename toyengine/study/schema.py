@@ -10,7 +10,7 @@ A field marked ``machine`` measures the computer, not the toy (``fit_time``): it
 per-toy field that differs between two runs of the same study, so "same study + same root
 seed ⇒ identical store" holds exactly for every other field. A field with ``requires`` exists
 only in the stores of studies that have that feature (``scan_t``: a look-elsewhere scan,
-``fit.scan``).
+``fit.scan``; ``sampled_from`` and ``log_ratio``: importance sampling, ``importance:``).
 """
 
 from __future__ import annotations
@@ -80,6 +80,14 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("scan_t", ("scan_point",), _F8, math.nan, "",
           "t = 2(nll_h0 − nll_h1(θ)) with the scan parameters fixed at each grid point θ "
           "(NaN for toys beyond `fit.scan.toys`)", requires="scan"),
+    Field("sampled_from", (), _I1, -1, "",
+          "mixture component the toy was generated from: 0 the study's `generate` model, k "
+          "the k-th model of `importance.inject` (−1 if not generated)",
+          requires="importance"),
+    Field("log_ratio", ("injected",), _F8, math.nan, "",
+          "ln p_k(data) − ln p_0(data): the toy's log-likelihood under each injected model "
+          "minus that under `generate`, both at their generation values (extended, "
+          "constraint terms left out)", requires="importance"),
 )
 
 _BY_NAME = {f.name: f for f in RECORD_FIELDS}
@@ -107,7 +115,7 @@ def empty_records(fields: Iterable[Field], sizes: Mapping[str, int],
 
     ``leading`` is the shape before each field's own dims (``(n_toys,)`` for a chunk,
     ``(n_variants, n_toys)`` for a whole store); ``sizes`` gives the length of each of
-    those dims (``hypothesis``, ``param``, ``scan_point``).
+    those dims (``hypothesis``, ``param``, ``scan_point``, ``injected``).
     """
     return {f.name: np.full((*leading, *(sizes[d] for d in f.dims)), f.fill, dtype=f.dtype)
             for f in fields}

@@ -15,6 +15,9 @@ domain               key                                       used for
 ``FIT`` = 4          ``(toy, hypothesis)`` (+ variant unpaired) multi-start points of a fit
 ``GLOBAL_OBS`` = 5   ``(toy,)``                                 constraint means (global
                                                                observables) of unconditional toys
+``IMPORTANCE`` = 6   ``(toy,)`` (+ variant unpaired)            the mixture component an
+                                                               importance-sampled toy is drawn
+                                                               from (``importance:``)
 ===================  ========================================  ==================================
 
 ``component_id`` and ``slot`` (0: the component's Poisson count, 1: its per-event draws) are
@@ -31,15 +34,15 @@ import numpy as np
 
 from ..core.streams import DataStreams
 
-__all__ = ["DATA", "DATA_UNPAIRED", "FIT", "GLOBAL_OBS", "MODEL", "data_streams", "fit_rng",
-           "global_observables_rng", "model_rng",
-           "seed_sequence"]
+__all__ = ["DATA", "DATA_UNPAIRED", "FIT", "GLOBAL_OBS", "IMPORTANCE", "MODEL", "data_streams",
+           "fit_rng", "global_observables_rng", "importance_rng", "model_rng", "seed_sequence"]
 
 DATA = 1
 DATA_UNPAIRED = 2
 MODEL = 3
 FIT = 4
 GLOBAL_OBS = 5
+IMPORTANCE = 6
 
 
 def seed_sequence(root_seed: int, domain: int, *key: int) -> np.random.SeedSequence:
@@ -72,3 +75,11 @@ def global_observables_rng(root_seed: int, toy: int) -> np.random.Generator:
     """The generator of toy ``toy``'s global observables (constraint means): the same for
     every variant, independent of the data streams."""
     return np.random.default_rng(seed_sequence(root_seed, GLOBAL_OBS, toy))
+
+
+def importance_rng(root_seed: int, toy: int, variant: int | None = None) -> np.random.Generator:
+    """The generator that picks toy ``toy``'s mixture component in an importance-sampled
+    study (paired: the same for every variant, unless ``variant`` is given); independent of
+    the data streams, which the chosen model then samples as any generator would."""
+    key = (toy,) if variant is None else (toy, variant)
+    return np.random.default_rng(seed_sequence(root_seed, IMPORTANCE, *key))

@@ -78,6 +78,8 @@ class StudySpec:
     paired: bool = True
     #: fit each alternative generator to the nominal model's Asimov data set first
     reference_fit: bool = False
+    #: importance sampling (``{"inject": [model names], "fraction": a}``), None without
+    importance: Mapping[str, Any] | None = None
 
     @cached_property
     def digest(self) -> str:
@@ -91,6 +93,8 @@ class StudySpec:
             "test": self.test, "data": self.data, "paired": self.paired,
             "reference_fit": self.reference_fit,
         }
+        if self.importance is not None:  # absent otherwise: older digests stay valid
+            payload["importance"] = self.importance
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -248,6 +252,7 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
         raise SpecError("test", test, f"h0 and h1 (hypothesis names) for kind {f.kind!r}",
                         source)
 
+    importance = _validate_importance(f, kind.nested_test, fit, names, source)
     variants = _validate_variants(f, models, source)
     poi = f.poi.split() if isinstance(f.poi, str) else list(f.poi or [])
     data = f.data
@@ -263,7 +268,8 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                      text=text, base_dir=base_dir, description=f.description,
                      paired=f.paired,
                      reference_fit=(kind.reference_fit if f.reference_fit is None
-                                    else f.reference_fit))
+                                    else f.reference_fit),
+                     importance=importance)
     _validate_by_building(spec, source)
     return spec
 
@@ -281,6 +287,30 @@ def _check_options(builder: str, options: Mapping[str, Any] | None, path: str,
         where = where.replace(".[", "[")
         value = exc.value if exc.loc else options
         raise SpecError(where, value, exc.expected, source) from None
+
+
+def _validate_importance(f: StudyFile, nested_test: bool, fit: Mapping[str, Any],
+                         names: list[str], source: str) -> dict[str, Any] | None:
+    """``importance:`` as plain data: only for nested toy tests (significance) without a
+    look-elsewhere scan (the scans of injected toys are not null scans); ``inject`` names
+    distinct models other than the generator."""
+    imp = f.importance
+    if imp is None:
+        return None
+    if not nested_test:
+        kinds = [k.name for k in KIND_INFO.values() if k.nested_test]
+        raise SpecError("importance", _dump(imp), f"no importance (only kinds {kinds} have "
+                        "one)", source)
+    if fit.get("scan") is not None:
+        raise SpecError("importance", _dump(imp), "no importance together with fit.scan (the "
+                        "look-elsewhere calibration needs toys of the null model)", source)
+    for i, m in enumerate(imp.inject):
+        if m not in names or m == f.generate:
+            raise SpecError(f"importance.inject[{i}]", m, f"one of the model names {names} "
+                            f"other than generate ({f.generate!r})", source)
+    if len(set(imp.inject)) != len(imp.inject):
+        raise SpecError("importance.inject", imp.inject, "distinct model names", source)
+    return {"inject": list(imp.inject), "fraction": float(imp.fraction)}
 
 
 def _validate_variants(f: StudyFile, models: Mapping[str, Any],
@@ -359,7 +389,8 @@ def _validate_by_building(spec: StudySpec, source: str) -> None:
             if seen_random:
                 continue
             seen_random = True
-        for mname in dict.fromkeys((*spec.hypotheses, v.generate)):
+        injected = spec.importance["inject"] if spec.importance else ()
+        for mname in dict.fromkeys((*spec.hypotheses, v.generate, *injected)):
             patched = bool(v.patches.get(mname))
             path = f"variants[{v.name}].models.{mname}" if patched else f"models.{mname}"
             cfg = spec.model_config(v, mname)

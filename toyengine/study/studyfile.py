@@ -38,6 +38,8 @@ NOT_IN_SCHEMA = (
     "variant names are unique and variants expand to at most 100000",
     "variant option patches are checked after merging into the base model's options",
     "`poi` and `parameters` names exist in the built models",
+    "`importance` only for kind significance, without `fit.scan`; its `inject` names are "
+    "distinct models of the file other than `generate`",
     "the `data` file exists and holds finite, non-object arrays of matching shapes",
     "option checks that involve several options (e.g. range / grid_step)",
     "the `mass1d` builder's checks inside `observable`, `parameters`, `components` and "
@@ -130,6 +132,17 @@ class TestSettings(StrictModel):
                                     "statistic)")
 
 
+class ImportanceSettings(StrictModel):
+    """Importance sampling of a significance study's toys for deep tails."""
+
+    inject: Annotated[list[Name], Len(1, 20)] = Field(
+        description="models (names in `models`) the injected share of the toys is generated "
+        "from, in equal parts, e.g. a positive and a negative signal")
+    fraction: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
+        0.5, description="share a of the toys generated from the injected models; the rest "
+        "come from `generate` (the defensive mixture: every weight is at most 1/(1 − a))")
+
+
 class VariantEntry(StrictModel):
     """One variant (or ``count`` random variants) of the base models."""
 
@@ -168,6 +181,9 @@ class StudyFile(StrictModel):
         None, description="toys per task (default auto)")
     paired: bool = Field(True, description="common random numbers across variants (false: "
                          "independent ensembles per variant)")
+    importance: ImportanceSettings | None = Field(
+        None, description="generate the toys from a mixture of `generate` and injected models "
+        "and weight each by the likelihood ratio (significance only)")
     reference_fit: bool | None = Field(None, description="fit each alternative generator to "
                                        "the nominal Asimov data set before generating "
                                        "(default: true for model_variation)")

@@ -20,6 +20,7 @@ from scipy import stats
 
 from ..study.kinds import kind_info
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks, fmt_num, jsonable
+from .importance import ImportanceP, mixture_weights, weighted_pvalue
 from .lee import LEECalibration, calibrate
 from .ndof import Chi2Fit, fit_chi2_ndof
 from .pvalues import PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
@@ -29,6 +30,7 @@ from .teststat import test_statistic, variant_index
 __all__ = [
     "SignificanceSummary",
     "SpreadSummary",
+    "importance_estimate",
     "lee_calibration",
     "significance_summary",
     "variant_significance",
@@ -50,9 +52,10 @@ class SignificanceSummary:
     n_failed_h0, n_failed_h1 : int
         Attempted fits that did not converge, per hypothesis.
     n_used : int
-        Toys with a finite t (both fits converged, unless ``include_failed``).
+        Toys with a finite t (both fits converged, unless ``include_failed``); of an
+        importance-sampled store only those generated under h0.
     failed_fraction : float
-        ``(n_done − n_used) / n_done``.
+        ``(n_done − n_finite) / n_done``, ``n_finite`` the toys with a finite t.
     n_negative : int
         Used toys with ``t < 0`` (for nested hypotheses: minimiser noise; for J^P: expected).
     t_mean, t_std : float
@@ -88,6 +91,12 @@ class SignificanceSummary:
         on the toys' scans (:mod:`toyengine.summary.lee`), with the calibration error.
     lee : dict or None
         The calibration (dimension, dof, levels, mean counts, coefficients, scans used).
+    importance : dict or None
+        For an importance-sampled store (``log_ratio``): ``p``, its standard ``error``,
+        ``ess`` (effective sample size), ``n_exceed``, ``n_toys``, ``fraction`` and
+        ``inject``. ``p_toys`` is then this weighted estimate with the interval
+        ``p ± error``; every unweighted statistic (mean, χ² fit, tail checks) uses only the
+        toys drawn from the null model (``n_used`` counts them).
     """
 
     kind: str
@@ -126,6 +135,7 @@ class SignificanceSummary:
     z_global: float = math.nan
     z_global_err: float = math.nan
     lee: dict[str, Any] | None = None
+    importance: dict[str, Any] | None = None
 
     @property
     def is_rejection(self) -> bool:
@@ -152,7 +162,8 @@ class SignificanceSummary:
         label = f"{self.variant_name} " if self.variant_name else ""
         rows: list[tuple[str, str, object]] = [
             ("hypotheses (t = 2(nll_h0 − nll_h1))", f"h0={self.h0}, h1={self.h1}", ""),
-            ("toy slots / done / used", f"{self.n_toys} / {self.n_done} / {self.n_used}", ""),
+            ("toy slots / done / used" + (" (generated under h0)" if self.importance else ""),
+             f"{self.n_toys} / {self.n_done} / {self.n_used}", ""),
             ("failed fits h0 / h1", f"{self.n_failed_h0} / {self.n_failed_h1}", ""),
             ("failed-fit fraction", fmt_num(self.failed_fraction), self.failed_fraction),
             ("toys with t < 0", str(self.n_negative), self.n_negative),
@@ -339,7 +350,14 @@ class SignificanceSummary:
             return None
         rows: list[tuple[str, str, float]] = []
         k, n = self.p_toys_count
-        if n:
+        imp = self.importance
+        if imp is not None:
+            rows.append(("p_toys importance-sampled (n_exceed / n_toys)",
+                         f"{fmt_num(self.p_toys, 3)} ± {fmt_num(imp['error'], 2)} ({k}/{n})",
+                         self.p_toys))
+            rows.append(("effective sample size", fmt_num(imp["ess"], 4), imp["ess"]))
+            rows.append(("Z toys", fmt_num(self.z_toys, 3), self.z_toys))
+        elif n:
             lo, hi = self.p_toys_interval
             rows.append(("p_toys (n_exceed / n_toys) [CP 68%]",
                          f"{fmt_num(self.p_toys, 3)} ({k}/{n}) [{fmt_num(lo, 2)}, "
@@ -363,6 +381,12 @@ class SignificanceSummary:
                          self.z_global))
         notes = ["Two-sided Z = Φ⁻¹(1 − p/2). The toys repeat the whole fit (scan included), "
                  "so p_toys is a global p-value."]
+        if imp is not None:
+            notes.append(
+                f"Importance sampling: {fmt_num(100 * imp['fraction'], 3)} % of the toys "
+                f"generated from {', '.join(imp['inject'])} (equal shares), the rest under "
+                "h0; p_toys = mean of w·1[t ≥ t_obs] with w = p_h0/p_mixture, ± its "
+                "standard error.")
         if self.lee is not None:
             lee = self.lee
             profiled = " (2-D scan profiled over its 2nd axis)" \
@@ -405,9 +429,10 @@ def _fit_pvalue(fit: Chi2Fit, t_obs: float) -> PValue:
 
 
 def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: float,
-              fit: Chi2Fit | None, cl: float) -> dict[str, Any]:
-    """The headline numbers at ``t_obs``: toy p and Z, Z from Wilks and from the fitted
-    mixture, local and look-elsewhere-corrected global Z (Gross–Vitells)."""
+              fit: Chi2Fit | None, cl: float, imp: ImportanceP | None) -> dict[str, Any]:
+    """The headline numbers at ``t_obs``: toy p and Z (importance-sampled when ``imp`` is
+    given), Z from Wilks and from the fitted mixture, local and look-elsewhere-corrected
+    global Z (Gross–Vitells)."""
     out: dict[str, Any] = {}
     if fit is not None:
         out.update(ndof_mixture=fit.ndof, ndof_mixture_err=fit.ndof_err)
@@ -420,7 +445,15 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                       "coefficients": list(lee.coefficients), "n_scans": lee.n_scans}
     if not math.isfinite(t_obs):
         return out
-    if used.size:
+    if imp is not None:
+        out.update(p_toys=imp.p, p_toys_interval=(max(imp.p - imp.error, 0.0),
+                   imp.p + imp.error), p_toys_count=(imp.n_exceed, imp.n_toys),
+                   z_toys=float(p_to_z(imp.p)), z_toys_is_lower_limit=False,
+                   importance={"p": imp.p, "error": imp.error, "ess": imp.ess,
+                               "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
+                               "fraction": imp.alt_fraction,
+                               "inject": str(ds.attrs.get("importance_inject", "")).split()})
+    elif used.size:
         e = empirical_pvalue(used, t_obs, cl)
         lower = e.n_exceed == 0
         out.update(p_toys=e.p, p_toys_interval=(e.lo, e.hi), p_toys_count=(e.n_exceed,
@@ -436,6 +469,24 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
         out.update(z_local=float(p_to_z(lee.p_local(t_obs))), p_global=p, p_global_err=dp,
                    z_global=z, z_global_err=dz)
     return out
+
+
+def importance_estimate(ds: xr.Dataset, variant: int, t_obs: float,
+                        t: np.ndarray) -> ImportanceP | None:
+    """The importance-sampled ``P_0(t ≥ t_obs)`` of variant ``variant`` of a store with
+    ``log_ratio`` (:func:`~toyengine.summary.importance.weighted_pvalue` of the toys' t
+    with their defensive-mixture weights), or None for a store without importance
+    sampling or with fewer than two toys generated. ``t``: the variant's test statistic per
+    toy (NaN: failed or not run)."""
+    if "log_ratio" not in ds.variables:
+        return None
+    a = float(ds.attrs["importance_fraction"])
+    lr = np.asarray(ds["log_ratio"].isel(variant=variant).values, dtype=float)
+    done = np.asarray(ds["sampled_from"].isel(variant=variant).values) >= 0
+    if np.count_nonzero(done & ~np.isnan(np.asarray(t, dtype=float))) < 2:
+        return None
+    return weighted_pvalue(np.asarray(t, dtype=float)[done], mixture_weights(lr[done], a),
+                           t_obs, a)
 
 
 def lee_calibration(ds: xr.Dataset, variant: int = 0,
@@ -521,9 +572,14 @@ def significance_summary(
     v1 = np.asarray(valid.isel(variant=v).sel(hypothesis=h1).values, bool)
     n_toys = int(tv.size)
     n_done = int(np.count_nonzero(d0 & d1))
-    used = tv[np.isfinite(tv)]
+    if "sampled_from" in ds.variables:  # importance sampling: the toys of the null model
+        null = np.asarray(ds["sampled_from"].isel(variant=v).values) == 0
+        used = tv[np.isfinite(tv) & null]
+    else:
+        used = tv[np.isfinite(tv)]
     n_used = int(used.size)
-    failed_fraction = (n_done - n_used) / n_done if n_done else math.nan
+    n_finite = int(np.count_nonzero(np.isfinite(tv)))
+    failed_fraction = (n_done - n_finite) / n_done if n_done else math.nan
 
     nested = kind_info(kind).nested
     ndof_w = attr_float(ds, "ndof_wilks")
@@ -537,6 +593,7 @@ def significance_summary(
             fit = None
     t_obs = attr_float(ds, "observed_t")
 
+    imp = importance_estimate(ds, v, t_obs, tv) if nested and math.isfinite(t_obs) else None
     pvalues: list[PValue] = []
     if math.isfinite(t_obs):
         if math.isfinite(ndof_w):
@@ -544,7 +601,11 @@ def significance_summary(
             pvalues.append(PValue.make(f"wilks χ²(ndof={ndof_w:g})", ndof_w, p, p, p))
         if fit is not None:
             pvalues.append(_fit_pvalue(fit, t_obs))
-        if n_used:
+        if imp is not None:
+            pvalues.append(PValue.make("toys (importance-sampled, p ± error)", math.nan,
+                                       imp.p, max(imp.p - imp.error, 0.0), imp.p + imp.error,
+                                       imp.n_exceed, imp.n_toys))
+        elif n_used:
             e = empirical_pvalue(used, t_obs, cl)
             pvalues.append(PValue.make("toys", math.nan, e.p, e.lo, e.hi, e.n_exceed, e.n_toys))
 
@@ -557,7 +618,7 @@ def significance_summary(
             e = empirical_pvalue(used, thr, cl)
             tail.append(TailCheck(float(z), ndof_ref, thr, pe, e.p, e.lo, e.hi, e.n_exceed, n_used))
 
-    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl) if nested else {}
+    extra = _headline(ds, v, used, t_obs, ndof_w, fit, cl, imp) if nested else {}
     names = ds["variant_name"].values if "variant_name" in ds else None
     return SignificanceSummary(**extra,
         kind=kind,

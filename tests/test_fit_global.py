@@ -83,6 +83,11 @@ def test_profile_starts_find_the_global_minimum_the_nominal_start_misses():
     assert res.n_starts == 2 and res.n_best == 1  # nominal + the best profile point
     again = fit(_two_bumps, BUMP_PARAMS, scan=("mu",), profile=prof)
     assert np.array_equal(again.values, res.values) and again.nfcn == res.nfcn
+    # refitting the two lowest grid minima with mu free ranks the bumps the same way
+    refined = fit(_two_bumps, BUMP_PARAMS, scan=("mu",),
+                  profile=ProfileStarts((10,), best=1, refine=2))
+    assert refined.value("mu") == pytest.approx(8.0, abs=1e-2)
+    assert refined.nll == pytest.approx(-2.0, abs=1e-4)
     # the profile's cost is counted: the nominal fit (same as ``plain``), at least one call
     # at each of the 10 grid points and one for the fit from the best of them
     assert res.nfcn >= plain.nfcn + 10 + 1

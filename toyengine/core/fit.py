@@ -164,7 +164,8 @@ class ProfileStarts:
     grid : tuple of int
         Points per scan parameter, in ``scan`` order.
     best : int
-        Number of grid points the full fit starts from.
+        Number of grid points the full fit starts from: the lowest local minima of the
+        profile on the grid (no neighbour lower: one start per basin).
     free : tuple of str, optional
         Parameters fitted at each grid point (default: every free parameter that is not a
         scan parameter). A nested test floats only the parameters of the alternative alone
@@ -172,12 +173,17 @@ class ProfileStarts:
     base : numpy.ndarray, optional
         Values of the parameters that are not ``free`` (default: the nominal values); the
         ``free`` ones start at their nominal values.
+    refine : int
+        If > 0, the ``refine`` lowest grid minima are first refitted with the scan
+        parameters free as well (the others as in the grid fits), and the full fit starts
+        from the ``best`` lowest of those (distinct by more than ``SAME_MINIMUM``).
     """
 
     grid: tuple[int, ...]
     best: int = 2
     free: tuple[str, ...] | None = None
     base: np.ndarray | None = None
+    refine: int = 0
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins
@@ -239,7 +245,21 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
             prof[k], values[k] = res.nll, res.values
     order = [k for k in _grid_minima(prof.reshape(profile.grid)) if math.isfinite(prof[k])]
     order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
-    return [values[k] for k in order[: max(int(profile.best), 0)]], nfcn
+    if not profile.refine:
+        return [values[k] for k in order[: max(int(profile.best), 0)]], nfcn
+    # each basin's minimum with the scan parameters free too (still few parameters): the
+    # grid point's profile value ranks basins only up to the grid spacing
+    loose = params.updated({n: {"fixed": True} for n in params.free_names
+                            if n not in floated and n not in free_scan})
+    refined: list[tuple[float, int, np.ndarray]] = []
+    for k in order[: profile.refine]:
+        res = _single_fit(plain, loose, values[k], False, 0, _PROFILE_TOL, False)
+        nfcn += res.nfcn
+        if math.isfinite(res.nll) and not any(abs(res.nll - r[0]) <= SAME_MINIMUM
+                                              for r in refined):
+            refined.append((res.nll, k, res.values))
+    refined.sort(key=lambda r: (r[0], r[1]))
+    return [v for _, _, v in refined[: max(int(profile.best), 0)]], nfcn
 
 
 def _grid_minima(z: np.ndarray) -> list[int]:

@@ -114,7 +114,7 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
         free = tuple(n for n in model.parameters.free_names
                      if n not in r0.names and n not in scan)
         base = nested[0]
-    return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base)
+    return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"])
 
 
 def _null_embedding(model: ToyModel, null_names: set[str]) -> dict[str, float]:

@@ -111,6 +111,9 @@ class ProfileSettings(StrictModel):
         description="profile points per scan parameter (1 or 2 parameters)")
     best: int = Field(2, ge=1, le=20, description="grid points (local minima of the "
                       "profile, lowest first) the full fit starts from")
+    refine: int = Field(0, ge=0, le=50, description="refit the N lowest grid minima with "
+                        "the scan parameters free too (still cheap) and start from the best "
+                        "of those (default 0: no refit)")
 
 
 class FitSettings(StrictModel):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from toyengine.core.fit import SAME_MINIMUM, _start_points, fit
+from toyengine.core.fit import SAME_MINIMUM, ProfileStarts, _grid_minima, _start_points, fit
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk
@@ -54,6 +54,62 @@ def test_scan_multistart_finds_the_global_minimum_that_local_starts_miss():
     assert min(abs(p[0] - BARRIER) for p in pts) > 0.1
     assert glob.n_best == sum(p[0] > BARRIER for p in pts)
     assert 1 <= glob.n_best < 8
+
+
+def _two_bumps(x: np.ndarray) -> float:
+    """A signal of amplitude ``a`` at position ``mu`` over data with two narrow bumps, at
+    mu = 3 (height 1) and mu = 8 (height 2): −ln L = a²/2 − a s(mu). Profiled over ``a``
+    (a = s) it is −s(mu)²/2: a local minimum −1/2 at mu = 3, the global one −2 at mu = 8,
+    and nearly flat between them (s < 1e-5 more than 1.5 from a bump), so MIGRAD from the
+    nominal start mu = 3.2 stays in the near bump."""
+    mu, a = x
+    s = math.exp(-0.5 * ((mu - 3.0) / 0.3) ** 2) + 2.0 * math.exp(-0.5 * ((mu - 8.0) / 0.3) ** 2)
+    return 0.5 * a * a - a * s
+
+
+BUMP_PARAMS = ParameterSet((Parameter("mu", 3.2, (0.0, 10.0), step=0.1),
+                            Parameter("a", 1.0, (-10.0, 10.0), step=0.1)))
+
+
+def test_profile_starts_find_the_global_minimum_the_nominal_start_misses():
+    plain = fit(_two_bumps, BUMP_PARAMS)
+    assert plain.value("mu") == pytest.approx(3.0, abs=1e-2)  # the local bump near 3.2
+    assert plain.nll == pytest.approx(-0.5, abs=1e-4)
+    prof = ProfileStarts((10,), best=1)  # cell centres 0.5, 1.5, ..., 9.5 over [0, 10]
+    res = fit(_two_bumps, BUMP_PARAMS, scan=("mu",), profile=prof)
+    assert res.value("mu") == pytest.approx(8.0, abs=1e-2)
+    assert res.value("a") == pytest.approx(2.0, abs=1e-2)
+    assert res.nll == pytest.approx(-2.0, abs=1e-4)
+    assert res.n_starts == 2 and res.n_best == 1  # nominal + the best profile point
+    again = fit(_two_bumps, BUMP_PARAMS, scan=("mu",), profile=prof)
+    assert np.array_equal(again.values, res.values) and again.nfcn == res.nfcn
+    # refitting the two lowest grid minima with mu free ranks the bumps the same way
+    refined = fit(_two_bumps, BUMP_PARAMS, scan=("mu",),
+                  profile=ProfileStarts((10,), best=1, refine=2))
+    assert refined.value("mu") == pytest.approx(8.0, abs=1e-2)
+    assert refined.nll == pytest.approx(-2.0, abs=1e-4)
+    # the profile's cost is counted: the nominal fit (same as ``plain``), at least one call
+    # at each of the 10 grid points and one for the fit from the best of them
+    assert res.nfcn >= plain.nfcn + 10 + 1
+
+
+def test_profile_with_fixed_base_floats_only_the_named_parameters():
+    """``free``/``base``: the nuisance ``b`` stays at the base value in the profile (its
+    minimum is at 1 everywhere, the base puts it at 1), the bumps are found all the same."""
+    def nll(x: np.ndarray) -> float:
+        return _two_bumps(x[:2]) + 0.5 * (x[2] - 1.0) ** 2
+
+    params = ParameterSet((*BUMP_PARAMS, Parameter("b", 0.0, (-5.0, 5.0), step=0.5)))
+    prof = ProfileStarts((10,), best=1, free=("a",), base=np.array([0.0, 0.0, 1.0]))
+    res = fit(nll, params, scan=("mu",), profile=prof)
+    assert res.value("mu") == pytest.approx(8.0, abs=1e-2)
+    assert res.nll == pytest.approx(-2.0, abs=1e-4)
+
+
+def test_grid_minima_keep_one_point_per_basin():
+    z = np.array([[3.0, 1.0, 2.0, 5.0, 0.5, 4.0],
+                  [3.0, 1.5, 2.0, 5.0, 0.7, 4.0]])
+    assert _grid_minima(z) == [1, 4]
 
 
 def test_yield_step_is_poisson_not_limit_width():

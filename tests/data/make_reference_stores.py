@@ -42,6 +42,10 @@ TOYS = {"tcc": 4, "zc4100": 2, "examples": 4}
 #: multi-start fits keep at most this many starts (still more than one: the start streams
 #: are part of what must reproduce)
 MAX_STARTS = 2
+#: profile starts (``fit.profile``) keep at most this many full fits from the profile grid;
+#: the grid itself stays (its fits float a few parameters and cost milliseconds, a full
+#: Dalitz fit from each extra start costs as much as the null fit)
+MAX_PROFILE_BEST = 1
 #: chunk size of the reference run (the test also runs other sizes)
 CHUNK_SIZE = 2
 #: at most this many listed variants (first ones, plus the last: often a special case)
@@ -71,6 +75,9 @@ def small_spec(path: Path) -> Any:
     raw.pop("chunk_size", None)
     if raw.get("fit", {}).get("starts", 1) > MAX_STARTS:
         raw["fit"]["starts"] = MAX_STARTS
+    prof = raw.get("fit", {}).get("profile")
+    if prof and prof.get("best", 2) > MAX_PROFILE_BEST:
+        prof["best"] = MAX_PROFILE_BEST
     variants = raw.get("variants")
     if variants:
         nmax = MAX_VARIANTS[folder]

@@ -20,7 +20,7 @@ from iminuit import Minuit
 
 from .params import ParameterSet
 
-__all__ = ["FitResult", "FitStatus", "fit"]
+__all__ = ["FitResult", "FitStatus", "ProfileStarts", "fit", "scan_grid"]
 
 
 class FitStatus(enum.IntEnum):
@@ -143,6 +143,136 @@ def _start_points(params: ParameterSet, starts: int, rng: np.random.Generator | 
             x[i] = rng.uniform(a, b) if b > a else p.value
         points.append(x)
     return points
+
+
+@dataclass(frozen=True)
+class ProfileStarts:
+    """Starts from a coarse profile of the likelihood over the scan parameters.
+
+    Before the full fits, the scan parameters (e.g. the mass and width of a signal that
+    exists only under the alternative hypothesis) are fixed at each point of a ``grid``
+    over their whole allowed range (cell centres of :func:`_scan_box`) and only the
+    ``free`` parameters are fitted there, cheaply (numerical derivatives, MIGRAD strategy
+    0, loose tolerance, no HESSE). The full fit then starts from the ``best`` grid points
+    (lowest profile −ln L) with the profile's fitted values. The profile over the scan
+    parameters is the quantity whose maximum over the range is the look-elsewhere test
+    statistic (Gross & Vitells, Eur. Phys. J. C 70 (2010) 525), so its coarse scan finds
+    the basin of the global minimum where random starts land in it only by chance.
+
+    Attributes
+    ----------
+    grid : tuple of int
+        Points per scan parameter, in ``scan`` order.
+    best : int
+        Number of grid points the full fit starts from: the lowest local minima of the
+        profile on the grid (no neighbour lower: one start per basin).
+    free : tuple of str, optional
+        Parameters fitted at each grid point (default: every free parameter that is not a
+        scan parameter). A nested test floats only the parameters of the alternative alone
+        (the signal couplings), the others at the null minimum (``base``).
+    base : numpy.ndarray, optional
+        Values of the parameters that are not ``free`` (default: the nominal values); the
+        ``free`` ones start at their nominal values.
+    refine : int
+        If > 0, the ``refine`` lowest grid minima are first refitted with the scan
+        parameters free as well (the others as in the grid fits), and the full fit starts
+        from the ``best`` lowest of those (distinct by more than ``SAME_MINIMUM``).
+    """
+
+    grid: tuple[int, ...]
+    best: int = 2
+    free: tuple[str, ...] | None = None
+    base: np.ndarray | None = None
+    refine: int = 0
+
+
+#: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins
+_PROFILE_TOL = 1.0
+
+
+class _Plain:
+    """``nll`` without its analytic gradient: a profile fit floats few parameters, for
+    which numerical derivatives (two calls each) are cheaper than a full gradient."""
+
+    def __init__(self, nll: Callable[[np.ndarray], float]) -> None:
+        self.nll = nll
+
+    def __call__(self, x: np.ndarray) -> float:
+        return self.nll(x)
+
+
+def scan_grid(params: ParameterSet, names: Sequence[str],
+               shape: Sequence[int]) -> np.ndarray:
+    """Cell centres of a ``shape`` grid over the scan box (:func:`_scan_box`: the limits)
+    of the parameters ``names``, one row a point, the first parameter varying slowest."""
+    axes = []
+    for n, k in zip(names, shape, strict=True):
+        lo, hi = _scan_box(params, n)
+        axes.append(lo + (np.arange(k) + 0.5) * (hi - lo) / k)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return np.stack([m.ravel() for m in mesh], axis=1)
+
+
+def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
+                    scan: Sequence[str], profile: ProfileStarts) -> tuple[list[np.ndarray], int]:
+    """The start vectors of :class:`ProfileStarts` and the NLL calls they cost."""
+    free_scan = [n for n in scan if not params[n].fixed]
+    if not free_scan:
+        return [], 0
+    if len(profile.grid) != len(free_scan):
+        raise ValueError(f"profile grid {profile.grid} has {len(profile.grid)} axes, "
+                         f"the free scan parameters are {free_scan}")
+    floated = (profile.free if profile.free is not None
+               else tuple(p.name for p in params if not p.fixed and p.name not in scan))
+    base = params.values if profile.base is None else np.asarray(profile.base, dtype=float)
+    x0 = base.copy()
+    for n in floated:
+        x0[params.index(n)] = params[n].value
+    fixed = params.updated({n: {"fixed": True} for n in params.free_names
+                            if n not in floated})
+    idx = [params.index(n) for n in free_scan]
+    plain = _Plain(nll)
+    points = scan_grid(params, free_scan, profile.grid)
+    prof = np.full(len(points), np.inf)
+    values = [x0] * len(points)
+    nfcn = 0
+    for k, row in enumerate(points):
+        x = x0.copy()
+        x[idx] = row
+        res = _single_fit(plain, fixed, x, False, 0, _PROFILE_TOL, False)
+        nfcn += res.nfcn
+        if math.isfinite(res.nll):
+            prof[k], values[k] = res.nll, res.values
+    order = [k for k in _grid_minima(prof.reshape(profile.grid)) if math.isfinite(prof[k])]
+    order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
+    if not profile.refine:
+        return [values[k] for k in order[: max(int(profile.best), 0)]], nfcn
+    # each basin's minimum with the scan parameters free too (still few parameters): the
+    # grid point's profile value ranks basins only up to the grid spacing
+    loose = params.updated({n: {"fixed": True} for n in params.free_names
+                            if n not in floated and n not in free_scan})
+    refined: list[tuple[float, int, np.ndarray]] = []
+    for k in order[: profile.refine]:
+        res = _single_fit(plain, loose, values[k], False, 0, _PROFILE_TOL, False)
+        nfcn += res.nfcn
+        if math.isfinite(res.nll) and not any(abs(res.nll - r[0]) <= SAME_MINIMUM
+                                              for r in refined):
+            refined.append((res.nll, k, res.values))
+    refined.sort(key=lambda r: (r[0], r[1]))
+    return [v for _, _, v in refined[: max(int(profile.best), 0)]], nfcn
+
+
+def _grid_minima(z: np.ndarray) -> list[int]:
+    """Flat indices of the local minima of ``z`` on its grid (no neighbour, diagonals
+    included, is lower): one start per basin, not several in the same one."""
+    padded = np.pad(z, 1, constant_values=np.inf)
+    lowest = np.ones(z.shape, dtype=bool)
+    for shift in np.ndindex(*(3,) * z.ndim):
+        if all(s == 1 for s in shift):
+            continue
+        window = tuple(slice(s, s + n) for s, n in zip(shift, z.shape, strict=True))
+        lowest &= z <= padded[window]
+    return [int(k) for k in np.flatnonzero(lowest.ravel())]
 
 
 #: iminuit's default EDM tolerance factor (``Minuit.tol``)
@@ -302,7 +432,8 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
 def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int = 1,
         rng: np.random.Generator | None = None, minos: bool = False,
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
-        scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = ()) -> FitResult:
+        scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
+        profile: ProfileStarts | None = None) -> FitResult:
     """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
 
     Parameters
@@ -336,6 +467,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     extra_starts : sequence of arrays
         Further full start vectors, tried after the others (e.g. the null-hypothesis
         minimum embedded in the alternative model, so that a nested fit cannot end above it).
+    profile : ProfileStarts, optional
+        Also start from the best points of a coarse profile over the free ``scan``
+        parameters (tried after the others, before ``extra_starts``); its cost is in
+        ``nfcn`` and ``time``, its starts in ``n_starts``.
 
     Returns
     -------
@@ -348,6 +483,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     results = []
     total_nfcn = 0
     points = _start_points(params, max(int(starts), 1), rng, scan)
+    if profile is not None:
+        found, nfcn = _profile_starts(nll, params, scan, profile)
+        points += found
+        total_nfcn += nfcn
     points += [np.asarray(x, dtype=float) for x in extra_starts]
     best: FitResult | None = None
     for x0 in points:

@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from ..core.fit import scan_grid
 from ..errors import ModelError
 from .kinds import KindInfo, kind_info
 from .reference import generator_model
 from .schema import Field, empty_records, study_fields
 from .spec import StudySpec, Variant, build_model
 
-__all__ = ["Chunk", "Plan", "ScanPlan", "lee_local_dof", "param_axis", "param_labels",
-           "plan_chunks", "scan_plan", "truth_and_reference"]
+__all__ = ["Chunk", "Plan", "ScanPlan", "check_profile", "lee_local_dof", "param_axis",
+           "param_labels", "plan_chunks", "scan_plan", "truth_and_reference"]
 
 
 @dataclass(frozen=True)
@@ -150,17 +151,29 @@ def scan_plan(spec: StudySpec) -> ScanPlan | None:
         msg = (f"fit.scan.grid has {len(grid)} entries but the model {spec.test['h1']!r} has "
                f"the free scan parameters {names}")
         raise ModelError(msg)
-    axes = []
-    for n, k in zip(names, grid, strict=True):
+    for n in names:
         lo, hi = h1.parameters[n].limits
         if not (math.isfinite(lo) and math.isfinite(hi)):
             msg = f"fit.scan: scan parameter {n!r} needs finite limits, has {(lo, hi)}"
             raise ModelError(msg)
-        axes.append(lo + (np.arange(k) + 0.5) * (hi - lo) / k)
-    mesh = np.meshgrid(*axes, indexing="ij")
     dof, one_sided = lee_local_dof(h1, set(h0.parameters.names))
-    return ScanPlan(names, np.stack([m.ravel() for m in mesh], axis=1), grid, scan["toys"],
+    return ScanPlan(names, scan_grid(h1.parameters, names, grid), grid, scan["toys"],
                     dof, one_sided)
+
+
+def check_profile(spec: StudySpec) -> None:
+    """Raise :class:`ModelError` when ``fit.profile.grid`` does not have one size per free
+    scan parameter of every hypothesis that has scan parameters (variant 0's models)."""
+    prof = spec.fit.get("profile")
+    if not prof:
+        return
+    for h in spec.hypotheses:
+        model = build_model(spec, spec.variants[0], h)
+        names = tuple(n for n in model.scan_parameters if not model.parameters[n].fixed)
+        if names and len(names) != len(prof["grid"]):
+            msg = (f"fit.profile.grid has {len(prof['grid'])} entries but the model {h!r} "
+                   f"has the free scan parameters {names}")
+            raise ModelError(msg)
 
 
 def truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray,
@@ -219,6 +232,7 @@ class Plan:
         """The plan of ``spec`` (its models are built, once per process)."""
         params = param_axis(spec)
         scan = scan_plan(spec)
+        check_profile(spec)
         features = {"scan"} if scan is not None else set()
         if spec.importance is not None:
             features.add("importance")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.fit import FitResult, FitStatus, fit
+from ..core.fit import FitResult, FitStatus, ProfileStarts, fit
 from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
 from .plan import Chunk, Plan, param_axis
@@ -97,6 +97,26 @@ def _nested_starts(pair: tuple[int, int] | None, hyps: list[ToyModel],
         else:
             x.append(zero.get(p.name, p.value))
     return [np.array(x, dtype=float)]
+
+
+def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
+             fitted: dict[int, FitResult], h: int,
+             nested: list[np.ndarray]) -> ProfileStarts | None:
+    """The study's ``fit.profile`` for ``model``'s fit (None without one or without scan
+    parameters). In the alternative fit of a nested test the profile floats only the
+    parameters of the alternative alone (the signal couplings), the others at the null
+    minimum (``nested``, :func:`_nested_starts`): a few parameters per grid point."""
+    prof = spec.fit.get("profile")
+    if prof is None or not model.scan_parameters:
+        return None
+    free = base = None
+    if nested:
+        r0 = fitted[pair[0]]  # type: ignore[index]
+        scan = set(model.scan_parameters)
+        free = tuple(n for n in model.parameters.free_names
+                     if n not in r0.names and n not in scan)
+        base = nested[0]
+    return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"])
 
 
 def _null_embedding(model: ToyModel, null_names: set[str]) -> dict[str, float]:
@@ -388,7 +408,8 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                           rng=fit_rng(spec.seed, t, h, vkey),
                           minos=spec.fit["minos"], strategy=spec.fit["strategy"],
                           hesse=spec.fit["hesse"], scan=model.scan_parameters,
-                          extra_starts=extra)
+                          extra_starts=extra,
+                          profile=_profile(spec, model, pair, fitted, h, extra))
                 res = _collapse_to_null(pair, hyps, fitted, h, res)
                 fitted[h] = res
             except Exception as exc:

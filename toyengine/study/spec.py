@@ -235,7 +235,7 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
 
     fit = f.fit.model_dump() if f.fit is not None else {"starts": 1, "minos": False,
                                                          "strategy": None, "hesse": None,
-                                                         "scan": None,
+                                                         "profile": None, "scan": None,
                                                          "global_observables": "sample"}
     kind = kind_info(f.kind)
     if fit["hesse"] is None:  # HESSE is ~half the cost of a Z_c(4100)- fit

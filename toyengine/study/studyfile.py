@@ -106,6 +106,18 @@ class ScanSettings(StrictModel):
                              "toys (default all)")
 
 
+class ProfileSettings(StrictModel):
+    """Starts from a coarse profile over the model's scan parameters."""
+
+    grid: Annotated[list[Annotated[int, Field(ge=1, le=100)]], Len(1, 2)] = Field(
+        description="profile points per scan parameter (1 or 2 parameters)")
+    best: int = Field(2, ge=1, le=20, description="grid points (local minima of the "
+                      "profile, lowest first) the full fit starts from")
+    refine: int = Field(0, ge=0, le=50, description="refit the N lowest grid minima with "
+                        "the scan parameters free too (still cheap) and start from the best "
+                        "of those (default 0: no refit)")
+
+
 class FitSettings(StrictModel):
     """How every toy is fitted."""
 
@@ -115,6 +127,9 @@ class FitSettings(StrictModel):
     hesse: bool | None = Field(None, description="run HESSE (default: yes, except for kinds "
                                + ", ".join(k.name for k in KIND_INFO.values() if not k.hesse)
                                + ")")
+    profile: ProfileSettings | None = Field(None, description="also start from the best "
+                                            "points of a coarse profile over the model's "
+                                            "scan parameters")
     scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
                                       "(significance only)")
     global_observables: Literal["sample", "fixed"] = Field(

@@ -89,11 +89,13 @@ class StudySpec:
         payload = {
             "kind": self.kind, "seed": self.seed, "models": self.models,
             "generate": self.generate, "hypotheses": self.hypotheses,
-            "variants": [v.__dict__ for v in self.variants], "fit": self.fit,
+            "variants": [v.__dict__ for v in self.variants],
+            # settings added later enter only when used: older digests stay valid
+            "fit": {k: v for k, v in self.fit.items() if not (k == "profile" and v is None)},
             "test": self.test, "data": self.data, "paired": self.paired,
             "reference_fit": self.reference_fit,
         }
-        if self.importance is not None:  # absent otherwise: older digests stay valid
+        if self.importance is not None:
             payload["importance"] = self.importance
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()

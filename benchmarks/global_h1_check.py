@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from toyengine.core.fit import fit
+from toyengine.core.fit import fit, scan_grid
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk, toy_nll_function
 from toyengine.study.spec import build_model, load_spec
@@ -32,12 +32,7 @@ from toyengine.summary.ndof import fit_chi2_ndof
 
 def _grid(model, shape):
     names = model.scan_parameters
-    axes = []
-    for n, k in zip(names, shape, strict=True):
-        lo, hi = model.parameters[n].limits
-        axes.append(lo + (np.arange(k) + 0.5) * (hi - lo) / k)
-    mesh = np.meshgrid(*axes, indexing="ij")
-    return names, np.stack([m.ravel() for m in mesh], axis=1)
+    return names, scan_grid(model.parameters, names, shape)
 
 
 def _work(args):

@@ -124,6 +124,27 @@ def test_gaussian_mean_reaches_five_sigma_within_its_error(client, tmp_path):
     # component shares 1/2, 1/4, 1/4 within 4 binomial standard deviations
     for k, share in enumerate((0.5, 0.25, 0.25)):
         assert abs(drawn[k] - 4000 * share) < 4 * math.sqrt(4000 * share * (1 - share))
+    _check_no_toy_beyond(ds)
+
+
+def _check_no_toy_beyond(ds) -> None:
+    """At a t no toy reaches (t = 400 is 20σ; the injected toys peak near t = 25), p = 0 ± 0
+    would claim infinite significance: the summary quotes instead the weight-bound upper
+    limit CP(0 of n)/(1 − a), with CP's upper end for k = 0 in closed form 1 − (α/2)^(1/n),
+    α = 1 − 0.6827, and the Z it gives as a lower limit."""
+    far = ds.copy()
+    far.attrs["observed_t"] = 400.0
+    s = significance_summary(far)
+    n = s.importance["n_toys"]
+    bound = (1.0 - ((1.0 - 0.682689492137086) / 2.0) ** (1.0 / n)) / (1.0 - 0.5)
+    assert s.p_toys == 0.0 and s.p_toys_count == (0, n)
+    assert s.p_toys_interval[0] == 0.0
+    assert s.p_toys_interval[1] == pytest.approx(bound, rel=1e-9)
+    assert s.z_toys_is_lower_limit
+    assert s.z_toys == pytest.approx(float(stats.norm.isf(bound / 2.0)), rel=1e-9)
+    text = s.to_text()
+    assert "weight bound" in text and "no toy exceeds" in text
+    assert s.to_dict()["importance"]["upper_limit"] == pytest.approx(bound, rel=1e-9)
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ._common import SummaryError
+from ._common import CL_1SIGMA, SummaryError, clopper_pearson
 
 __all__ = ["ImportanceP", "importance_pvalue", "mixture_weights", "weighted_pvalue"]
 
@@ -59,6 +59,18 @@ class ImportanceP:
     def z(self) -> float:
         """Two-sided significance ``Φ⁻¹(1 − p/2)``."""
         return float(stats.norm.isf(self.p / 2.0))
+
+    def upper_limit(self, cl: float = CL_1SIGMA) -> float:
+        """An upper limit on ``p`` that holds even when no toy reaches ``t_obs``.
+
+        Every weight is at most ``1/(1 − a)``, so ``P_0(t ≥ t_obs) ≤ Q(t ≥ t_obs)/(1 − a)``
+        for the mixture ``Q`` the toys were drawn from; ``Q``'s tail gets the upper end of
+        the Clopper–Pearson interval of ``n_exceed`` out of ``n_toys`` (Clopper & Pearson,
+        Biometrika 26 (1934) 404) at confidence level ``cl``. Conservative by the weight
+        bound; the standard error is the better statement once toys exceed.
+        """
+        hi = clopper_pearson(self.n_exceed, self.n_toys, cl)[1]
+        return float(min(hi / (1.0 - self.alt_fraction), 1.0))
 
 
 def mixture_weights(log_ratio: np.ndarray, alt_fraction: float) -> np.ndarray:

@@ -352,16 +352,21 @@ class SignificanceSummary:
         k, n = self.p_toys_count
         imp = self.importance
         if imp is not None:
-            rows.append(("p_toys importance-sampled (n_exceed / n_toys)",
-                         f"{fmt_num(self.p_toys, 3)} ± {fmt_num(imp['error'], 2)} ({k}/{n})",
-                         self.p_toys))
+            if self.z_toys_is_lower_limit:
+                rows.append(("p_toys importance-sampled (n_exceed / n_toys)",
+                             f"< {fmt_num(imp['upper_limit'], 2)} ({k}/{n}, weight bound)",
+                             imp["upper_limit"]))
+            else:
+                rows.append(("p_toys importance-sampled (n_exceed / n_toys)",
+                             f"{fmt_num(self.p_toys, 3)} ± {fmt_num(imp['error'], 2)} "
+                             f"({k}/{n})", self.p_toys))
             rows.append(("effective sample size", fmt_num(imp["ess"], 4), imp["ess"]))
-            rows.append(("Z toys", fmt_num(self.z_toys, 3), self.z_toys))
         elif n:
             lo, hi = self.p_toys_interval
             rows.append(("p_toys (n_exceed / n_toys) [CP 68%]",
                          f"{fmt_num(self.p_toys, 3)} ({k}/{n}) [{fmt_num(lo, 2)}, "
                          f"{fmt_num(hi, 2)}]", self.p_toys))
+        if imp is not None or n:
             z = fmt_num(self.z_toys, 3)
             rows.append(("Z toys", f"> {z} (no toy exceeds)" if self.z_toys_is_lower_limit
                          else z, self.z_toys))
@@ -446,12 +451,17 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
     if not math.isfinite(t_obs):
         return out
     if imp is not None:
-        out.update(p_toys=imp.p, p_toys_interval=(max(imp.p - imp.error, 0.0),
-                   imp.p + imp.error), p_toys_count=(imp.n_exceed, imp.n_toys),
-                   z_toys=float(p_to_z(imp.p)), z_toys_is_lower_limit=False,
+        # no toy beyond t_obs: p = 0 ± 0 says nothing; quote the weight-bound upper limit
+        # and the Z it gives as a lower limit, as the unweighted p-value does
+        none = imp.n_exceed == 0
+        upper = imp.upper_limit(cl)
+        out.update(p_toys=imp.p, p_toys_interval=(0.0, upper) if none else
+                   (max(imp.p - imp.error, 0.0), imp.p + imp.error),
+                   p_toys_count=(imp.n_exceed, imp.n_toys),
+                   z_toys=float(p_to_z(upper if none else imp.p)), z_toys_is_lower_limit=none,
                    importance={"p": imp.p, "error": imp.error, "ess": imp.ess,
                                "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
-                               "fraction": imp.alt_fraction,
+                               "fraction": imp.alt_fraction, "upper_limit": upper,
                                "inject": str(ds.attrs.get("importance_inject", "")).split()})
     elif used.size:
         e = empirical_pvalue(used, t_obs, cl)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core.params import Parameter, ParameterSet
+from ..errors import ModelError
 from .options import BuilderOptions, Field, FiniteFloat
 from .protocol import ToyModelBase
 
@@ -40,10 +41,19 @@ class GaussOptions(BuilderOptions):
 class _GaussNLL:
     """``-ln L`` of one sample as a function of the full parameter vector (mu, sigma)."""
 
-    def __init__(self, x: np.ndarray):
-        self.n = float(len(x))
-        self.s1 = float(np.sum(x))
-        self.s2 = float(np.sum(x * x))
+    def __init__(self, x: np.ndarray, weights: np.ndarray | None = None):
+        if weights is None:
+            self.n = float(len(x))
+            self.s1 = float(np.sum(x))
+            self.s2 = float(np.sum(x * x))
+        else:
+            w = np.asarray(weights, dtype=float)
+            if w.shape != x.shape:
+                msg = f"weights shape {w.shape} does not match data shape {x.shape}"
+                raise ModelError(msg)
+            self.n = float(np.sum(w))
+            self.s1 = float(w @ x)
+            self.s2 = float(w @ (x * x))
 
     def __call__(self, p: np.ndarray) -> float:
         mu, sigma = float(p[0]), float(p[1])
@@ -70,8 +80,17 @@ class GaussModel(ToyModelBase):
     def sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(float(values[0]), float(values[1]), self.events)
 
-    def nll(self, data: np.ndarray) -> _GaussNLL:
-        return _GaussNLL(np.asarray(data, dtype=float))
+    def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> _GaussNLL:
+        return _GaussNLL(np.asarray(data, dtype=float), weights)
+
+    def asimov(self, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The Asimov data set: 32 Gauss–Hermite nodes ``mu + √2 sigma t_k`` weighted by
+        ``events · ω_k / √π``. The rule is exact for the sums of 1, x and x² that the
+        likelihood uses, so a fit returns ``values`` to rounding."""
+        x = self.parameters.values if values is None else np.asarray(values, dtype=float)
+        t, w = np.polynomial.hermite.hermgauss(32)
+        return (float(x[0]) + math.sqrt(2.0) * float(x[1]) * t,
+                self.events * w / math.sqrt(math.pi))
 
 
 def build_gauss(options: Mapping[str, Any] | None = None,

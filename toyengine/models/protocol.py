@@ -30,6 +30,12 @@ applies:
 ``load_data(path)``
     The fixed data set of the kinds that refit one (``data:`` in the study). Default: the
     ``x`` array of an ``.npz`` file.
+``asimov(values)``
+    The Asimov data set at ``values``: ``(data, weights)`` such that
+    ``nll(data, weights)`` is the likelihood of the expected data, whose minimum is at
+    ``values`` (Cowan, Cranmer, Gross, Vitells, Eur. Phys. J. C 71 (2011) 1554). Used by
+    :func:`toyengine.study.recipe.asimov_data` and ``toyengine data --asimov``; not needed
+    to run toys. Default: a :class:`~toyengine.errors.ModelError` saying the model has none.
 ``scan_parameters``
     The parameters that exist only under the alternative hypothesis (the mass and width of
     a new state), whose start values the multi-start spreads over their range and which a
@@ -51,6 +57,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..core.params import ParameterSet
+from ..errors import ModelError
 
 __all__ = ["REQUIRED_MEMBERS", "ToyModel", "ToyModelBase", "missing_members"]
 
@@ -105,9 +112,22 @@ class ToyModelBase:
         return math.nan
 
     def load_data(self, path: str | Path) -> Any:
-        """The ``x`` array of the ``.npz`` file at ``path``, as float (nothing unpickled)."""
+        """The ``x`` array of the ``.npz`` file at ``path``, as float (nothing unpickled).
+
+        A file with a ``weight`` array (an Asimov data set written by ``toyengine data
+        --asimov``) is refused: a study's ``data:`` is unweighted."""
         with np.load(path, allow_pickle=False) as f:
+            if "weight" in f.files:
+                msg = (f"{path}: holds weighted events (an Asimov data set); a study's "
+                       "data: file must be unweighted")
+                raise ModelError(msg)
             return np.asarray(f["x"], dtype=float)
+
+    def asimov(self, values: np.ndarray | None = None) -> tuple[Any, Any]:
+        """No Asimov data set: raises :class:`~toyengine.errors.ModelError`."""
+        msg = (f"{type(self).__name__} has no Asimov data set: define asimov(values) "
+               "returning (data, weights) for nll(data, weights)")
+        raise ModelError(msg)
 
 
 def _members() -> tuple[str, ...]:

@@ -42,7 +42,7 @@ from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng, importance_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["ChunkResult", "global_observables", "importance_component",
+__all__ = ["ChunkResult", "asimov_data", "global_observables", "importance_component",
            "importance_log_ratios", "run_chunk", "toy_data", "toy_nll", "toy_nll_function"]
 
 
@@ -330,6 +330,33 @@ def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
     gen = _toy_generator(spec, v, toy)[1]
     return gen.sample(gen.parameters.values,
                       data_streams(spec.seed, toy, None if spec.paired else v.index))
+
+
+def asimov_data(spec: StudySpec, hypothesis: str | None = None,
+                variant: int = 0) -> tuple[Any, Any]:
+    """The Asimov data set of a study's model: ``(data, weights)`` for
+    ``model.nll(data, weights)``, the expected data at the model's generation values
+    (Cowan, Cranmer, Gross, Vitells, Eur. Phys. J. C 71 (2011) 1554).
+
+    ``hypothesis`` names a model of the study; default: the model that generates variant
+    ``variant``'s toys (after the reference fit of a model-variation study). Raises
+    :class:`~toyengine.errors.ModelError` for a model without ``asimov``.
+    """
+    if not 0 <= variant < len(spec.variants):
+        msg = f"variant {variant} is out of range: the study has {len(spec.variants)}"
+        raise ModelError(msg)
+    v = spec.variants[variant]
+    if hypothesis is None:
+        model = generator_model(spec, v)
+    elif hypothesis in spec.models:
+        model = build_model(spec, v, hypothesis)
+    else:
+        msg = f"hypothesis {hypothesis!r} is not a model of the study ({sorted(spec.models)})"
+        raise ModelError(msg)
+    if not callable(getattr(model, "asimov", None)):
+        msg = f"{type(model).__name__} has no asimov() (see toyengine.models.protocol)"
+        raise ModelError(msg)
+    return model.asimov(model.parameters.values)
 
 
 def toy_nll_function(spec: StudySpec, toy: int, hypothesis: str,

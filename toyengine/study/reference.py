@@ -27,22 +27,13 @@ _FITTED_MAX = 32
 
 
 def asimov_reference(model: Any) -> tuple[np.ndarray, np.ndarray] | None:
-    """The Asimov data set of a 1-D model: the grid nodes inside its range and the expected
-    events each carries (trapezoid weights of the expected density), or None for models
-    without a density grid."""
-    grid = getattr(model, "grid", None)
-    if getattr(model, "density_grid", None) is None or not isinstance(grid, np.ndarray):
+    """The reference of a model-variation study: the Asimov data set of a 1-D model
+    (``model.asimov()``: grid nodes and the expected events each carries), or None for
+    models without a density grid, whose alternatives generate with their own values."""
+    if getattr(model, "density_grid", None) is None or not isinstance(
+            getattr(model, "grid", None), np.ndarray):
         return None
-    obs = model.observable
-    x = model.parameters.values
-    total = float(np.sum(x[model._yield_idx]))
-    inside = (grid >= obs.lo - 1e-12) & (grid <= obs.hi + 1e-12)
-    nodes = grid[inside]
-    h = np.diff(nodes)
-    w = np.zeros(nodes.size)
-    w[:-1] += 0.5 * h
-    w[1:] += 0.5 * h
-    return nodes, model.density_grid(x)[inside] * w * total
+    return model.asimov()
 
 
 def generator_model(spec: StudySpec, variant: Variant) -> Any:

@@ -27,7 +27,7 @@ not depend on the Zc width. Per run the normalisation agrees with a 2–3× fine
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,14 +152,18 @@ class DalitzData:
     def __getitem__(self, run: str) -> RunSample:
         return self.runs[run]
 
-    def save_npz(self, path: str, **meta: object) -> None:
-        """Write ``<run>/m2_kpi``, ``<run>/m2_etacpi`` (and labels) plus metadata strings."""
+    def save_npz(self, path: str, weights: Mapping[str, np.ndarray] | None = None,
+                 **meta: object) -> None:
+        """Write ``<run>/m2_kpi``, ``<run>/m2_etacpi`` (and labels, and ``<run>/weight``
+        for a weighted set such as the Asimov one) plus metadata strings."""
         arrays: dict[str, np.ndarray] = {}
         for name, rs in self.runs.items():
             arrays[f"{name}/m2_kpi"] = rs.m2_kpi
             arrays[f"{name}/m2_etacpi"] = rs.m2_etacpi
             if rs.label is not None:
                 arrays[f"{name}/label"] = rs.label
+            if weights is not None:
+                arrays[f"{name}/weight"] = np.asarray(weights[name], dtype=float)
         for k, v in meta.items():
             arrays[f"meta/{k}"] = np.array(str(v))
         np.savez_compressed(path, **arrays)
@@ -175,6 +179,10 @@ class DalitzData:
         with np.load(path, allow_pickle=False) as f:
             keys = list(f.files)
             runs: dict[str, RunSample] = {}
+            if any(k.endswith("/weight") for k in keys):
+                msg = (f"Dalitz data file {path}: holds weighted events (an Asimov data "
+                       "set); a study's data: file must be unweighted")
+                raise ModelError(msg)
             names = sorted({k.split("/")[0] for k in keys if k.endswith("/m2_kpi")})
             if not names:
                 msg = f"Dalitz data file {path}: no '<run>/m2_kpi' arrays found (keys: {keys})"
@@ -687,15 +695,47 @@ class DalitzModel:
         """A fixed data set (a study's ``data:`` file) written by :meth:`DalitzData.save_npz`."""
         return DalitzData.load_npz(str(path))
 
-    def nll(self, data: DalitzData) -> DalitzNLL:
+    def nll(self, data: DalitzData,
+            weights: Mapping[str, np.ndarray] | None = None) -> DalitzNLL:
         """Extended −ln L of Eur. Phys. J. C 78 (2018) 1019, Eq. (14), summed over runs, with
         Gaussian constraints.
 
         Events in vetoed regions are removed (the vetoes are selection cuts, Sect. 6
         of the paper);
-        events outside the kinematic DP raise :class:`ModelError`.
+        events outside the kinematic DP raise :class:`ModelError`. ``weights`` (one array
+        per run, one weight per event) weight each event's ``ln`` density, as for the
+        Asimov data set of :meth:`asimov`.
         """
-        return DalitzNLL(self, data)
+        return DalitzNLL(self, data, weights)
+
+    def asimov(self, values: np.ndarray | None = None
+               ) -> tuple[DalitzData, dict[str, np.ndarray]]:
+        """The Asimov data set at ``values`` (default: the generation values).
+
+        The nodes of the model's normalisation rule (:class:`RowGrid`) in every run, each
+        weighted by the expected number of events it stands for: ``Σ_c N_c f_c w`` with the
+        yields ``N_c``, the normalised densities ``f_c`` of :meth:`densities` and the node's
+        weight ``w`` on the square Dalitz plot. The weights sum to the expected yield of
+        each run; a fit of ``nll(data, weights)`` returns ``values`` to the accuracy of the
+        rule (Cowan, Cranmer, Gross, Vitells, Eur. Phys. J. C 71 (2011) 1554, Sect. 3.1).
+        """
+        x = self._values(values)
+        grid = self._norm.grid
+        px, py, wq = grid.x.ravel(), grid.y.ravel(), grid.w_sdp.ravel()
+        keep = wq > 0
+        px, py, wq = px[keep], py[keep], wq[keep]
+        runs: dict[str, RunSample] = {}
+        weights: dict[str, np.ndarray] = {}
+        for r, run in enumerate(self.runs):
+            dens = self.densities(x, run.name, px, py)
+            expect = float(x[self._sig_idx[r]]) * dens["signal"]
+            for (bname, _, _), k in zip(run.backgrounds, self._bkg_idx[r], strict=True):
+                expect = expect + float(x[int(k)]) * dens[bname]
+            w = expect * wq
+            use = w > 0
+            runs[run.name] = RunSample(px[use], py[use])
+            weights[run.name] = w[use]
+        return DalitzData(runs), weights
 
     def sample(self, values: np.ndarray | None,
                rng: np.random.Generator | DataStreams) -> DalitzData:
@@ -1001,7 +1041,8 @@ class DalitzNLL:
 
     errordef = 0.5
 
-    def __init__(self, model: DalitzModel, data: DalitzData):
+    def __init__(self, model: DalitzModel, data: DalitzData,
+                 weights: Mapping[str, np.ndarray] | None = None):
         self.model = model
         kin = model.kin
         missing = [r for r in model.run_names if r not in data.runs]
@@ -1010,7 +1051,11 @@ class DalitzNLL:
             msg = (f"{model.name}: data runs {sorted(data.runs)} do not match the model runs "
                    f"{list(model.run_names)}")
             raise ModelError(msg)
-        xs, ys, run_of = [], [], []
+        if weights is not None and set(weights) != set(data.runs):
+            msg = (f"{model.name}: weights for runs {sorted(weights)} do not match the data "
+                   f"runs {sorted(data.runs)}")
+            raise ModelError(msg)
+        xs, ys, run_of, ws = [], [], [], []
         ej_all, bk_cols = [], []
         nb_tot = sum(len(r.backgrounds) for r in model.runs)
         bk_off = 0
@@ -1027,6 +1072,13 @@ class DalitzNLL:
                 raise ModelError(msg)
             ok = model.vetoes.passes(kin, x, y)
             self.n_dropped += int((~ok).sum())
+            if weights is not None:
+                w = np.asarray(weights[run.name], dtype=float).ravel()
+                if w.shape != x.shape or not np.all(np.isfinite(w)):
+                    msg = (f"{model.name}: run {run.name!r} needs one finite weight per "
+                           f"event ({x.size}), got shape {w.shape}")
+                    raise ModelError(msg)
+                ws.append(w[ok])
             x, y = x[ok], y[ok]
             xs.append(x)
             ys.append(y)
@@ -1040,6 +1092,8 @@ class DalitzNLL:
             bk_cols.append(col)
         self.x = np.concatenate(xs)
         self.y = np.concatenate(ys)
+        #: per-event weights (None: unweighted, every event counts once)
+        self.w = np.concatenate(ws) if weights is not None else None
         self.run_of = np.concatenate(run_of)
         self.ej = np.concatenate(ej_all)
         self.bk = np.concatenate(bk_cols) if nb_tot else np.zeros((self.x.size, 0))
@@ -1082,7 +1136,7 @@ class DalitzNLL:
         _, norms, _, _, _, tot = self._terms(x)
         if np.any(norms <= 0) or not np.all(np.isfinite(norms)):
             return 1e30
-        val = float(np.sum(x[self._yield_idx]) - np.sum(np.log(np.maximum(tot, 1e-300))))
+        val = float(np.sum(x[self._yield_idx]) - self._sum_log(tot))
         if m._cidx.size:
             val += float(np.sum(0.5 * ((x[m._cidx] - m._cmu) / m._csig) ** 2))
         return val if math.isfinite(val) else 1e30
@@ -1094,6 +1148,8 @@ class DalitzNLL:
         g = np.zeros_like(x)
         c, norms, A, a2, sig, tot = self._terms(x)
         inv = 1.0 / np.maximum(tot, 1e-300)
+        if self.w is not None:  # weighted events: every d ln tot / dθ carries its weight
+            inv = inv * self.w
         # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
         for r in range(self.n_runs):
             mask = self.run_masks[r]
@@ -1126,7 +1182,7 @@ class DalitzNLL:
         # lineshape parameters: forward differences (the step, 1e-4 of the parameter's
         # step size, keeps the truncation error far below the EDM tolerance), recomputing
         # only the affected components and restoring their cached values afterwards
-        f0 = -float(np.sum(np.log(np.maximum(tot, 1e-300))))
+        f0 = -self._sum_log(tot)
         for i in self._nonlin:
             comps = self._nonlin_comps[i]
             snap = self.state.snapshot(comps)
@@ -1139,6 +1195,10 @@ class DalitzNLL:
         g[~m.parameters.free_mask] = 0.0
         return g
 
+    def _sum_log(self, tot: np.ndarray) -> float:
+        """``Σ_i w_i ln tot_i`` (``w = 1`` for unweighted data)."""
+        logs = np.log(np.maximum(tot, 1e-300))
+        return float(np.sum(logs) if self.w is None else self.w @ logs)
+
     def _value_no_constraint(self, x: np.ndarray) -> float:
-        tot = self._terms(x)[-1]
-        return float(-np.sum(np.log(np.maximum(tot, 1e-300))))
+        return -self._sum_log(self._terms(x)[-1])

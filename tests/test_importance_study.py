@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from toyengine import open_results, run_study
-from toyengine.errors import SpecError
+from toyengine.errors import ModelError, SpecError
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk, toy_nll
 from toyengine.study.spec import StudySpec
@@ -51,11 +51,11 @@ importance: {inject: [up, down], fraction: 0.5}
 """
 
 
-def _mass1d(n_sig: str) -> str:
+def _mass1d(n_sig: str, hi: float = 1.0) -> str:
     return f"""
     builder: mass1d
     options:
-      observable: {{name: x, range: [0.0, 1.0]}}
+      observable: {{name: x, range: [0.0, {hi}]}}
       grid_step: 0.002
       parameters:
         n_sig: {n_sig}
@@ -155,6 +155,19 @@ def test_fixed_shape_yield_reaches_five_sigma_within_its_error(client, tmp_path)
     run_study(spec, tmp_path / "s.zarr", client=client, chunk_size=500, progress=None)
     imp = _check_p25(open_results(tmp_path / "s.zarr"))
     assert imp["error"] < 0.3 * P25
+
+
+def test_an_injected_model_of_another_range_is_refused_before_any_toy():
+    """The weight compares two densities of the same data: an injected model over
+    x ∈ [0, 2] against a generator over [0, 1] is refused when the plan is made, naming
+    the model and both ranges."""
+    text = _study(MASS1D, 10).replace(_mass1d("{value: 91.0, fixed: true}"),
+                                      _mass1d("{value: 91.0, fixed: true}", hi=2.0))
+    assert text != _study(MASS1D, 10)
+    with pytest.raises(ModelError, match=r"importance.inject: model 'up' describes "
+                       r"\('observable', 'x', 0.0, 2.0\)"):
+        Plan.of(StudySpec.from_text(text))
+    Plan.of(StudySpec.from_text(_study(MASS1D, 10)))  # the same ranges pass
 
 
 def test_log_ratios_and_components_are_reproducible_and_exact():

@@ -176,6 +176,34 @@ def check_profile(spec: StudySpec) -> None:
             raise ModelError(msg)
 
 
+def _data_space(model: Any) -> tuple[object, ...] | None:
+    """What a model's data sets are: the observable's name and range (1-D models), the runs
+    (Dalitz models), or None when the model does not say."""
+    obs = getattr(model, "observable", None)
+    if obs is not None:
+        return ("observable", obs.name, float(obs.lo), float(obs.hi))
+    runs = getattr(model, "run_names", None)
+    return ("runs", *runs) if runs is not None else None
+
+
+def check_importance(spec: StudySpec) -> None:
+    """Raise :class:`ModelError` when an injected model of ``importance.inject`` describes
+    other data than the generating model (another observable, range or runs): its
+    likelihood ratio would then compare densities of different spaces."""
+    imp = spec.importance
+    if not imp:
+        return
+    v = spec.variants[0]
+    want = _data_space(build_model(spec, v, v.generate))
+    for name in imp["inject"]:
+        got = _data_space(build_model(spec, v, name))
+        if got != want:
+            msg = (f"importance.inject: model {name!r} describes {got} but the generating "
+                   f"model {v.generate!r} describes {want}; the weights need the same data "
+                   "space")
+            raise ModelError(msg)
+
+
 def truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray,
                                                                           np.ndarray]:
     """``truth`` (variant, param): the generation values of each variant's generator (after
@@ -233,6 +261,7 @@ class Plan:
         params = param_axis(spec)
         scan = scan_plan(spec)
         check_profile(spec)
+        check_importance(spec)
         features = {"scan"} if scan is not None else set()
         if spec.importance is not None:
             features.add("importance")

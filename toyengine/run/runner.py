@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import signal
 import sys
 import time
@@ -55,6 +56,7 @@ from .preflight import (
     parse_scheduler_address,
     probe_scheduler,
 )
+from .warm import warm_up
 
 __all__ = ["RunReport", "auto_chunk_size", "run_study"]
 
@@ -390,6 +392,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             client, cluster = _make_client(workers, scheduler, security, connect_timeout)
         try:
             check_workers_import(client, spec)
+            client.run(warm_up, pickle.dumps(spec), wait=False)
             dashboard = getattr(client, "dashboard_link", "") or ""
             if progress is not None:
                 progress.write(f"Dask dashboard: {dashboard}\n")

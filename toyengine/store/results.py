@@ -19,10 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 import zarr
 
 from .._version import __version__
@@ -33,6 +32,10 @@ from ..study.schema import RECORD_FIELDS, field
 from ..study.spec import StudySpec
 from .lease import LEASE_KEY
 from .location import Location
+
+if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a worker that
+    # writes chunks needs zarr only, and starts ~0.3 s sooner without xarray and pandas
+    import xarray as xr
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
            "extend_store", "open_results", "spec_of_store", "unmark", "verify_store",
@@ -99,6 +102,7 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     (variant, same-density variant) pairs, recorded as an attribute.
     """
     import dask.array as da
+    import xarray as xr
 
     spec, params, labels = plan.spec, plan.params, plan.labels
     truth, reference = plan.truth_and_reference
@@ -526,6 +530,8 @@ def open_results(store: str | Path | Location,
     arrays whose blocks are whole store chunks; with a ``distributed.Client`` active,
     computing them runs on its workers (which must then reach the store).
     """
+    import xarray as xr
+
     info = StoreInfo(store, storage_options=storage_options)
     # dask-backed, out of core: each dask block is a whole number of store chunks along
     # ``toy`` (about READ_BLOCK_TOYS toys), so a reduction streams over the store

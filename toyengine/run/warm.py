@@ -1,0 +1,33 @@
+"""Worker warm-up: what a worker does while the client prepares a run.
+
+Kept apart from :mod:`toyengine.run.runner` on purpose: ``client.run`` unpickles its
+function on the worker before returning, and this module imports nothing heavy, so the
+call returns at once; the imports and model building then happen in a worker thread.
+"""
+
+from __future__ import annotations
+
+__all__ = ["warm_up"]
+
+
+async def warm_up(spec_pickle: bytes) -> None:
+    """Run on every worker with ``client.run(warm_up, pickle.dumps(spec), wait=False)``
+    (not waited for, so a coroutine) while the client times its estimate and creates the
+    store: import the chunk tasks' module and build the study's models (kept per process)
+    in a thread off the worker's event loop, so that the first chunk does not pay for
+    them."""
+    import asyncio
+
+    await asyncio.get_running_loop().run_in_executor(None, _prepare, spec_pickle)
+
+
+def _prepare(spec_pickle: bytes) -> None:
+    import pickle
+
+    from ..study.plan import Plan
+    from . import runner  # noqa: F401 - the module of the chunk tasks
+
+    try:
+        Plan.of(pickle.loads(spec_pickle))  # noqa: S301 - our own client's pickle
+    except Exception:  # noqa: BLE001, S110 - only a head start: the chunk task itself
+        pass  # meets the same problem and reports it, with the toy it belongs to

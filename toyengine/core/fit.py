@@ -402,7 +402,7 @@ def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
         at_limit = bool(np.any(np.minimum(v - lower[free], upper[free] - v) < 0.5 * err))
         if hesse:
             errors[free] = err
-    else:
+    if not (hesse and valid):  # as after MIGRAD without HESSE: no errors to record
         cov = np.full((nf, nf), np.nan)
     return FitResult(
         names=params.names, values=np.array(r.x, dtype=float), errors=errors,

@@ -438,9 +438,14 @@ class UnbinnedNLL:
         # the parameter vector asked for last, its event densities and adjoint vectors
         self._last_key: bytes | None = None
         self._last_dens = np.empty(0)
-        self._last_adjoint: dict[object, np.ndarray] = {}
+        self._last_adjoint: dict[object, np.ndarray] = {}  # and its derivatives
         self._w = np.ones_like(self.data) if weights is None else weights
         self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
+        # per component: its yield's index, its shape parameters' and their Hessian block
+        self._param_slots = []
+        for yi, sidx in zip(model._yield_idx, model._shape_idx, strict=True):
+            idx = np.array(sidx, dtype=int)
+            self._param_slots.append((int(yi), idx, np.ix_(idx, idx)))
         if model.supports_gradient():
             self.grad = self._grad  # iminuit uses it when present
             if model.supports_hessian():
@@ -475,6 +480,12 @@ class UnbinnedNLL:
                 else:
                     f = np.full_like(self.data, np.nan)
             t = self._terms_cache[i] = _Terms(vals, f, norm)
+        if order >= 2 and t.dv is None and eb is None:
+            # a Hessian asked for first (the Newton fitter's order): value, gradient and
+            # Hessian of the shape in one evaluation
+            xs = m.ext_grid if comp.convolve else m.grid
+            _, t.dv, t.d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+            t.i_a = t.dv @ self._norm_map(i)
         if order >= 1 and t.dv is None:
             if eb is not None:
                 t.dv = np.asarray(comp.shape.coefficients_jacobian(vals), dtype=float).T  # type: ignore[union-attr]
@@ -482,14 +493,15 @@ class UnbinnedNLL:
                 xs = m.ext_grid if comp.convolve else m.grid
                 t.dv = comp.shape.evaluate_with_gradient(xs, vals)[1]  # type: ignore[union-attr]
             t.i_a = t.dv @ self._norm_map(i)
-        if order >= 2 and t.d2v is None:
+        if order >= 2 and t.dg is None:
             if eb is not None:
                 ch = np.asarray(comp.shape.coefficients_hessian(vals), dtype=float)  # type: ignore[union-attr]
                 t.d2v = np.moveaxis(ch, 0, -1)
                 dv_events = t.dv @ eb
             else:
-                xs = m.ext_grid if comp.convolve else m.grid
-                t.d2v = comp.shape.evaluate_with_hessian(xs, vals)[2]  # type: ignore[union-attr]
+                if t.d2v is None:
+                    xs = m.ext_grid if comp.convolve else m.grid
+                    t.d2v = comp.shape.evaluate_with_hessian(xs, vals)[2]  # type: ignore[union-attr]
                 dv_events = self._interp(m._convolve(t.dv) if comp.convolve else t.dv)
             t.i_ab = t.d2v @ self._norm_map(i)
             t.dg = (dv_events - t.i_a[:, None] * t.f[None, :]) / t.norm  # type: ignore[index]
@@ -550,33 +562,26 @@ class UnbinnedNLL:
         return float(val) if math.isfinite(val) else 1e300
 
     def _grad(self, x: np.ndarray) -> np.ndarray:
-        """Analytic gradient of :meth:`__call__`:
-        ``d/dN_c = 1 - sum_i a_i f_c(x_i)`` and
+        """Analytic gradient of :meth:`__call__` (:meth:`_derivatives`)."""
+        return self._derivatives(x, 1)[0].copy()
+
+    def _hessian(self, x: np.ndarray) -> np.ndarray:
+        """Analytic Hessian of :meth:`__call__` over all parameters, fixed ones included
+        (:meth:`_derivatives`)."""
+        return self._derivatives(x, 2)[1].copy()  # type: ignore[union-attr]
+
+    def _derivatives(self, x: np.ndarray, order: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The gradient and, for ``order`` 2, the Hessian of :meth:`__call__`, memoised at
+        the point of the last :meth:`event_densities` (a Hessian brings the gradient at the
+        same point for free).
+
+        Gradient: ``d/dN_c = 1 - sum_i a_i f_c(x_i)`` and
         ``d/dθ = -N_c sum_i a_i d f_c(x_i)/dθ`` (``a_i = w_i / D_i``) for the shape
         parameters θ of component ``c``, plus the constraint terms. With ``f_c = G/I``:
         ``sum_i a_i df_c(x_i)/dθ = (u . dv/dθ - I_θ S)/I``, ``S = sum_i a_i f_c(x_i)``
-        (:meth:`_adjoint`)."""
-        x = np.asarray(x, dtype=float)
-        m = self.model
-        yields = x[m._yield_idx]
-        a = self._w / np.maximum(self.event_densities(x), 1e-300)
-        grad = np.zeros_like(x)
-        for i in range(len(m.components)):
-            idx = m._shape_idx[i]
-            t = self._terms(i, x, 1 if idx else 0)
-            s = float(t.f @ a)
-            grad[m._yield_idx[i]] += 1.0 - s
-            if idx:
-                u = self._adjoint(i, a)
-                grad[list(idx)] -= yields[i] * ((t.dv @ u - t.i_a * s) / t.norm)  # type: ignore[operator]
-        if len(self._cidx):
-            grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
-        return grad
+        (:meth:`_adjoint`).
 
-    def _hessian(self, x: np.ndarray) -> np.ndarray:
-        """Analytic Hessian of :meth:`__call__` over all parameters (fixed ones included).
-
-        With D_i = sum_c N_c f_c(x_i) and weights w_i (1 without weights),
+        Hessian: with D_i = sum_c N_c f_c(x_i) and weights w_i (1 without weights),
         ``d2(-ln L)/da db = sum_i w_i [D_a D_b / D_i^2 - D_ab / D_i]`` plus the constraint
         terms ``1/s_p^2``; ``D_{N_c} = f_c``, ``D_θ = N_c df_c/dθ``,
         ``D_{N_c θ} = df_c/dθ`` and ``D_{θθ'} = N_c d2f_c/dθ dθ'`` for the shape
@@ -586,31 +591,46 @@ class UnbinnedNLL:
         """
         x = np.asarray(x, dtype=float)
         m = self.model
-        yields = x[m._yield_idx]
         dens = np.maximum(self.event_densities(x), 1e-300)
+        memo = self._last_adjoint
+        grad = memo.get("grad")
+        hess = memo.get("hessian")
+        if grad is not None and (order < 2 or hess is not None):
+            return grad, hess
+        yields = x[m._yield_idx]
         a = self._w / dens
-        jac = np.zeros((len(x), len(dens)))  # dD_i / d param
-        hess = np.zeros((len(x), len(x)))
-        for i in range(len(m.components)):
-            yi = m._yield_idx[i]
-            idx = list(m._shape_idx[i])
-            t = self._terms(i, x, 2 if idx else 0)
-            jac[yi] += t.f
-            if not idx:
-                continue
-            jac[idx] += yields[i] * t.dg
+        grad = np.zeros_like(x)
+        if order >= 2:
+            jac = np.zeros((len(x), len(dens)))  # dD_i / d param
+            hess = np.zeros((len(x), len(x)))
+        for i, (yi, idx, block) in enumerate(self._param_slots):
+            t = self._terms(i, x, order if len(idx) else 0)
             s = float(t.f @ a)
+            grad[yi] += 1.0 - s
+            if order >= 2:
+                jac[yi] += t.f
+            if not len(idx):
+                continue
             u = self._adjoint(i, a)
             cross = (t.dv @ u - t.i_a * s) / t.norm  # sum_i a_i D_{N θ}  # type: ignore[operator]
+            grad[idx] -= yields[i] * cross
+            if order < 2:
+                continue
+            jac[idx] += yields[i] * t.dg
             hess[yi, idx] -= cross
             hess[idx, yi] -= cross
-            second = (t.d2v @ u - np.outer(cross, t.i_a) - np.outer(t.i_a, cross)  # type: ignore[operator]
-                      - t.i_ab * s) / t.norm  # type: ignore[operator]
-            hess[np.ix_(idx, idx)] -= yields[i] * second
-        hess += (jac * (a / dens)) @ jac.T
+            ci = cross[:, None] * t.i_a[None, :]  # type: ignore[index]
+            second = (t.d2v @ u - ci - ci.T - t.i_ab * s) / t.norm  # type: ignore[operator]
+            hess[block] -= yields[i] * second
         if len(self._cidx):
-            hess[self._cidx, self._cidx] += 1.0 / self._csig**2
-        return hess
+            grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
+        if order >= 2:
+            hess += (jac * (a / dens)) @ jac.T
+            if len(self._cidx):
+                hess[self._cidx, self._cidx] += 1.0 / self._csig**2
+            memo["hessian"] = hess
+        memo["grad"] = grad
+        return grad, hess
 
     def weighted_covariance(self, x: np.ndarray, free: Sequence[str],
                             step: float = 1e-5) -> np.ndarray:

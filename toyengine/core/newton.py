@@ -163,8 +163,9 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
     def derivatives(xx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         calls["g"] += 1
         calls["h"] += 1
-        gg = np.asarray(grad(xx), dtype=float)[idx]
+        # the Hessian first: a likelihood may keep the gradient it finds on the way
         hh = np.asarray(hessian(xx), dtype=float)[np.ix_(idx, idx)]
+        gg = np.asarray(grad(xx), dtype=float)[idx]
         return gg, 0.5 * (hh + hh.T)
 
     def result(converged: bool, message: str, edm: float, it: int) -> NewtonResult:
@@ -182,25 +183,33 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
     for it in range(max_iter):
         if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             return result(False, "derivatives not finite", math.nan, it)
+        newton_step = None
         try:
             chol = np.linalg.cholesky(h)
             z = np.linalg.solve(chol, g)
             edm = 0.5 * float(z @ z)
+            newton_step = -np.linalg.solve(chol.T, z)
         except np.linalg.LinAlgError:
             edm = math.nan
         if edm < edm_max:
             return result(True, "converged", edm, it)
-        gs, hs = g * s, h * np.outer(s, s)  # in the scaled variables
-        w, q = np.linalg.eigh(hs)
-        if math.isnan(radius):  # the first full Newton step, or one unit
-            radius = (math.sqrt(float(np.sum((q.T @ gs / w) ** 2))) if w[0] > 0 else 1.0)
-        p = _subproblem(gs, w, q, radius) * s
+        if newton_step is not None and math.isnan(radius):  # first: the full Newton step
+            radius = math.sqrt(float(np.sum((newton_step / s) ** 2)))
+        if (newton_step is not None
+                and math.sqrt(float(np.sum((newton_step / s) ** 2))) <= radius):
+            p = newton_step  # the subproblem's solution when it is inside the region
+        else:
+            gs, hs = g * s, h * np.outer(s, s)  # in the scaled variables
+            w, q = np.linalg.eigh(hs)
+            if math.isnan(radius):
+                radius = 1.0
+            p = _subproblem(gs, w, q, radius) * s
         # stay inside the box: a step crossing a limit goes half-way to it
-        room = np.where(p > 0, hi - x[idx], np.where(p < 0, lo - x[idx], np.inf))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(p != 0, room / p, np.inf)
-        alpha = float(np.min(frac, initial=np.inf))
-        if alpha < 1.0:
+        end = x[idx] + p
+        if np.any(end > hi) or np.any(end < lo):
+            room = np.where(p > 0, hi - x[idx], lo - x[idx])
+            moving = p != 0
+            alpha = float(np.min(room[moving] / p[moving]))
             p = 0.5 * alpha * p
             limited += 1
             if limited >= _MAX_LIMITED:

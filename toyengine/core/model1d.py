@@ -220,7 +220,8 @@ class Model1D:
         """Discrete convolution with the kernel along the last axis (rows batched)."""
         spec = scipy.fft.rfft(f_ext, axis=-1)
         spec *= self._kernel_fft
-        full = scipy.fft.irfft(spec, self._nfft, axis=-1)
+        # the spectrum is a temporary: overwriting it spares a copy (~10 % of the pair)
+        full = scipy.fft.irfft(spec, self._nfft, axis=-1, overwrite_x=True)
         start = 2 * self.pad
         return full[..., start:start + len(self.grid)]
 
@@ -231,9 +232,9 @@ class Model1D:
         full = np.zeros((*b.shape[:-1], self._nfft))
         start = 2 * self.pad
         full[..., start:start + len(self.grid)] = b
-        spec = scipy.fft.rfft(full, axis=-1)
+        spec = scipy.fft.rfft(full, axis=-1, overwrite_x=True)
         spec *= self._kernel_fft_conj
-        return scipy.fft.irfft(spec, self._nfft, axis=-1)
+        return scipy.fft.irfft(spec, self._nfft, axis=-1, overwrite_x=True)
 
     def _shape_grid(self, i: int, vals: tuple[float, ...]) -> tuple[np.ndarray, float]:
         """Parametric component ``i`` at its shape values ``vals``: the unnormalised

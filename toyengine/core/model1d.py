@@ -469,6 +469,8 @@ class UnbinnedNLL:
         t = self._terms_cache[i]
         comp = m.components[i]
         eb = self._event_basis[i]
+        if (t is None or t.vals != vals) and order >= 2 and eb is None:
+            t = self._terms_cache[i] = self._terms_with_hessian(i, vals)
         if t is None or t.vals != vals:
             if eb is not None:
                 coef = np.asarray(comp.shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
@@ -481,12 +483,6 @@ class UnbinnedNLL:
                 else:
                     f = np.full_like(self.data, np.nan)
             t = self._terms_cache[i] = _Terms(vals, f, norm)
-        if order >= 2 and t.dv is None and eb is None:
-            # a Hessian asked for first (the Newton fitter's order): value, gradient and
-            # Hessian of the shape in one evaluation
-            xs = m.ext_grid if comp.convolve else m.grid
-            _, t.dv, t.d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-            t.i_a = t.dv @ self._norm_map(i)
         if order >= 1 and t.dv is None:
             if eb is not None:
                 t.dv = np.asarray(comp.shape.coefficients_jacobian(vals), dtype=float).T  # type: ignore[union-attr]
@@ -506,6 +502,31 @@ class UnbinnedNLL:
                 dv_events = self._interp(m._convolve(t.dv) if comp.convolve else t.dv)
             t.i_ab = t.d2v @ self._norm_map(i)
             t.dg = (dv_events - t.i_a[:, None] * t.f[None, :]) / t.norm  # type: ignore[index]
+        return t
+
+    def _terms_with_hessian(self, i: int, vals: tuple[float, ...]) -> _Terms:
+        """Parametric component ``i`` at shape values ``vals`` with all its terms up to the
+        second derivatives, the shape and its first derivatives convolved and interpolated
+        together (one batched FFT pair): what a Hessian asked for before the value needs
+        (the Newton fitter's order)."""
+        m = self.model
+        comp = m.components[i]
+        xs = m.ext_grid if comp.convolve else m.grid
+        v, dv, d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+        rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
+        grid_rows = m._convolve(rows) if comp.convolve else rows
+        # FFT round-off can leave -1e-17 where the shape is zero (as in Model1D._shape_grid)
+        grid_rows[0] = np.maximum(grid_rows[0], 0.0)
+        norm = float(grid_rows[0] @ m._trapz_weights)
+        events = self._interp(grid_rows)
+        f = (events[0] / norm if norm > 0 and math.isfinite(norm)
+             else np.full_like(self.data, np.nan))
+        t = _Terms(vals, f, norm)
+        kappa = self._norm_map(i)
+        t.dv, t.d2v = dv, d2v
+        t.i_a = dv @ kappa
+        t.i_ab = d2v @ kappa
+        t.dg = (events[1:] - t.i_a[:, None] * f[None, :]) / norm
         return t
 
     def _norm_map(self, i: int) -> np.ndarray:
@@ -592,6 +613,9 @@ class UnbinnedNLL:
         """
         x = np.asarray(x, dtype=float)
         m = self.model
+        if order >= 2 and x.tobytes() != self._last_key:
+            for i, (_, idx, _) in enumerate(self._param_slots):
+                self._terms(i, x, 2 if len(idx) else 0)  # value and derivatives at once
         dens = np.maximum(self.event_densities(x), 1e-300)
         memo = self._last_adjoint
         grad = memo.get("grad")

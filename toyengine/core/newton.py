@@ -172,12 +172,10 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         return NewtonResult(x, f, g, h, edm, converged, it, calls["f"], calls["g"],
                             calls["h"], message)
 
+    g, h = derivatives(x)
     f = at(x)
-    g = np.full(len(idx), np.nan)
-    h = np.full((len(idx), len(idx)), np.nan)
     if not math.isfinite(f):
         return result(False, "function not finite at the start", math.nan, 0)
-    g, h = derivatives(x)
     radius = math.nan
     limited = 0
     for it in range(max_iter):
@@ -219,6 +217,9 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         pred = -(float(g @ p) + 0.5 * float(p @ h @ p))
         trial = x.copy()
         trial[idx] += p
+        # the derivatives first: a likelihood may compute them with its value in one pass
+        # (they are wasted on a rejected step, rare once the trust region fits)
+        g_new, h_new = derivatives(trial)
         f_new = at(trial)
         rho = (f - f_new) / pred if pred > 0 else -1.0
         pnorm = math.sqrt(float(np.sum((p / s) ** 2)))
@@ -227,8 +228,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         elif rho > 0.75 and pnorm >= 0.99 * radius:
             radius = 2.0 * radius
         if rho > _ETA:
-            x, f = trial, f_new
-            g, h = derivatives(x)
+            x, f, g, h = trial, f_new, g_new, h_new
         elif radius < 1e-10:
             return result(False, "trust region collapsed", edm, it + 1)
     return result(False, f"no convergence in {max_iter} iterations", math.nan, max_iter)

@@ -443,10 +443,15 @@ class UnbinnedNLL:
         self._w = np.ones_like(self.data) if weights is None else weights
         self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
         # per component: its yield's index, its shape parameters' and their Hessian block
-        self._param_slots = []
+        # (a slice when they are consecutive: basic indexing, no copies)
+        self._param_slots: list[tuple[int, slice | np.ndarray, tuple]] = []
         for yi, sidx in zip(model._yield_idx, model._shape_idx, strict=True):
-            idx = np.array(sidx, dtype=int)
-            self._param_slots.append((int(yi), idx, np.ix_(idx, idx)))
+            if sidx and list(sidx) == list(range(sidx[0], sidx[0] + len(sidx))):
+                sl = slice(sidx[0], sidx[0] + len(sidx))
+                self._param_slots.append((int(yi), sl, (sl, sl)))
+            else:
+                idx = np.array(sidx, dtype=int)
+                self._param_slots.append((int(yi), idx, np.ix_(idx, idx)))
         if model.supports_gradient():
             self.grad = self._grad  # iminuit uses it when present
             if model.supports_hessian():
@@ -614,8 +619,8 @@ class UnbinnedNLL:
         x = np.asarray(x, dtype=float)
         m = self.model
         if order >= 2 and x.tobytes() != self._last_key:
-            for i, (_, idx, _) in enumerate(self._param_slots):
-                self._terms(i, x, 2 if len(idx) else 0)  # value and derivatives at once
+            for i, sidx in enumerate(m._shape_idx):
+                self._terms(i, x, 2 if sidx else 0)  # value and derivatives at once
         dens = np.maximum(self.event_densities(x), 1e-300)
         memo = self._last_adjoint
         grad = memo.get("grad")
@@ -629,12 +634,13 @@ class UnbinnedNLL:
             jac = np.zeros((len(x), len(dens)))  # dD_i / d param
             hess = np.zeros((len(x), len(x)))
         for i, (yi, idx, block) in enumerate(self._param_slots):
-            t = self._terms(i, x, order if len(idx) else 0)
+            has_shape = bool(m._shape_idx[i])
+            t = self._terms(i, x, order if has_shape else 0)
             s = float(t.f @ a)
             grad[yi] += 1.0 - s
             if order >= 2:
                 jac[yi] += t.f
-            if not len(idx):
+            if not has_shape:
                 continue
             u = self._adjoint(i, a)
             cross = (t.dv @ u - t.i_a * s) / t.norm  # sum_i a_i D_{N θ}  # type: ignore[operator]

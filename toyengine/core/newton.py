@@ -151,6 +151,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         on the limit), the start is not finite, or the trust region collapses.
     """
     idx = np.flatnonzero(free)
+    block = np.ix_(idx, idx)
     x = np.clip(np.asarray(x0, dtype=float).copy(), lower, upper)
     lo, hi, s = lower[idx], upper[idx], np.asarray(scale, dtype=float)[idx]
     calls = {"f": 0, "g": 0, "h": 0}
@@ -164,7 +165,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         calls["g"] += 1
         calls["h"] += 1
         # the Hessian first: a likelihood may keep the gradient it finds on the way
-        hh = np.asarray(hessian(xx), dtype=float)[np.ix_(idx, idx)]
+        hh = np.asarray(hessian(xx), dtype=float)[block]
         gg = np.asarray(grad(xx), dtype=float)[idx]
         return gg, 0.5 * (hh + hh.T)
 
@@ -179,7 +180,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
     radius = math.nan
     limited = 0
     for it in range(max_iter):
-        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+        if not (np.isfinite(g).all() and np.isfinite(h).all()):
             return result(False, "derivatives not finite", math.nan, it)
         newton_step = None
         try:
@@ -191,10 +192,11 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
             edm = math.nan
         if edm < edm_max:
             return result(True, "converged", edm, it)
+        newton_norm = (math.inf if newton_step is None
+                       else math.sqrt(float(np.sum((newton_step / s) ** 2))))
         if newton_step is not None and math.isnan(radius):  # first: the full Newton step
-            radius = math.sqrt(float(np.sum((newton_step / s) ** 2)))
-        if (newton_step is not None
-                and math.sqrt(float(np.sum((newton_step / s) ** 2))) <= radius):
+            radius = newton_norm
+        if newton_norm <= radius:
             p = newton_step  # the subproblem's solution when it is inside the region
         else:
             gs, hs = g * s, h * np.outer(s, s)  # in the scaled variables

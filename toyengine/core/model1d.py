@@ -458,7 +458,13 @@ class UnbinnedNLL:
                 self.hessian = self._hessian  # and this one, in MIGRAD's seed and HESSE
 
     def _interp(self, g: np.ndarray) -> np.ndarray:
-        return g[..., self._k] * self._t1 + g[..., self._k1] * self._t
+        # np.take along the last axis: ~2x faster than fancy indexing on stacked rows
+        out = np.take(g, self._k, axis=-1)
+        out *= self._t1
+        right = np.take(g, self._k1, axis=-1)
+        right *= self._t
+        out += right
+        return out
 
     def _interp_adjoint(self, a: np.ndarray) -> np.ndarray:
         """The transpose of :meth:`_interp`: ``b`` on the grid with ``b . g = a . interp(g)``."""

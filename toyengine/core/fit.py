@@ -1,4 +1,5 @@
-"""The fitter: MIGRAD + HESSE (optional MINOS) on iminuit, with multi-start.
+"""The fitter: trust-region Newton with the analytic Hessian (:mod:`.newton`) where the
+likelihood has one, else MIGRAD + HESSE (optional MINOS) on iminuit; with multi-start.
 
 A fit never raises for a numerical failure: it returns a :class:`FitResult` with
 ``valid=False`` and a status code, so a study records it: a failed fit is data, not an
@@ -48,7 +49,12 @@ class FitResult:
     negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
     number of starting points tried and ``n_best`` how many of them reached the best minimum
     (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
-    limit and were refitted fixed there (their error is NaN).
+    limit and were refitted fixed there (their error is NaN). ``nfcn`` counts the
+    likelihood calls: of ``nll`` alone after MIGRAD, of ``nll``, its gradient and its Hessian
+    together after a Newton fit (plus those of a Newton fit that fell back to MIGRAD). The
+    ``errors`` of a Newton fit are ``sqrt(diag(covariance))``; those of MIGRAD + HESSE are
+    iminuit's, which for a parameter near a limit map the internal error through the limit
+    transformation instead.
     """
 
     names: tuple[str, ...]
@@ -509,7 +515,9 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
         scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
         profile: ProfileStarts | None = None) -> FitResult:
-    """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
+    """Minimise ``nll``: trust-region Newton when it has an analytic ``grad`` and
+    ``hessian`` and MINOS is not asked for (:func:`_single_fit`), else MIGRAD, then HESSE
+    (and MINOS if asked).
 
     Parameters
     ----------
@@ -530,9 +538,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     strategy : int, optional
         MIGRAD strategy; default 0 when ``nll`` has an analytic ``grad``, else 1. HESSE
         runs after a valid MIGRAD (analytically when ``nll`` has ``hessian``), so the
-        covariance is the full one either way.
+        covariance is the full one either way. (A Newton fit has no strategy.)
     tol : float, optional
-        MIGRAD's EDM tolerance factor (iminuit's ``Minuit.tol``; default 0.1).
+        MIGRAD's EDM tolerance factor (iminuit's ``Minuit.tol``; default 0.1); a Newton fit
+        converges to the same EDM threshold (:func:`newton.edm_threshold`).
     hesse : bool
         Run HESSE. Without it (a significance study needs −ln L, not errors) ``valid``
         means a converged MIGRAD, and ``errors`` and ``covariance`` are NaN.

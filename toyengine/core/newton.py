@@ -120,8 +120,11 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
 
     Trust-region Newton iterations (Nocedal & Wright, *Numerical Optimization*, 2nd ed.,
     Springer 2006, Algorithm 4.1; exact subproblem after Moré & Sorensen, SIAM J. Sci.
-    Stat. Comput. 4 (1983) 553) in the variables ``x / scale``. A step that would cross a
-    limit is shortened to half the distance to it.
+    Stat. Comput. 4 (1983) 553) in the variables ``x / scale``; the first trust radius is
+    the first Newton step's length (one unit without a positive-definite Hessian). A step
+    that would cross a limit is shortened to half the distance to it. At every point the
+    Hessian, then the gradient, then the value are asked for, so that a function may
+    compute them together in one pass.
 
     Parameters
     ----------
@@ -184,10 +187,9 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
             return result(False, "derivatives not finite", math.nan, it)
         newton_step = None
         try:
-            chol = np.linalg.cholesky(h)
-            z = np.linalg.solve(chol, g)
-            edm = 0.5 * float(z @ z)
-            newton_step = -np.linalg.solve(chol.T, z)
+            np.linalg.cholesky(h)  # raises unless positive definite
+            newton_step = -np.linalg.solve(h, g)
+            edm = -0.5 * float(g @ newton_step)
         except np.linalg.LinAlgError:
             edm = math.nan
         if edm < edm_max:

@@ -113,7 +113,11 @@ def test_fit_falls_back_to_migrad_at_a_limit():
     b = A[1:, 1:]
     expect = M[1:] - np.linalg.solve(b, A[1:, 0] * (0.5 - M[0]))
     np.testing.assert_allclose(res.values[1:], expect, atol=2e-3)
-    assert "limit" in fitmod._single_fit(f, params, params.values, False, None, None).message
+    single = fitmod._single_fit(f, params, params.values, False, None, None)
+    migrad = fitmod._migrad_fit(f, params, params.values, False, None, None)
+    # the fallback is recorded: Newton's reason, and its calls on top of MIGRAD's
+    assert "limit" in single.message and single.nfcn > migrad.nfcn
+    np.testing.assert_array_equal(single.values, migrad.values)
 
 
 def test_indefinite_start_converges():

@@ -565,16 +565,19 @@ class UnbinnedNLL:
         """Normalised density of component ``i`` at the events."""
         return self._terms(i, x, 0).f
 
-    def event_densities(self, x: np.ndarray) -> np.ndarray:
-        """``sum_c N_c f_c(x_i)`` for every event (cached for the last ``x``)."""
+    def event_densities(self, x: np.ndarray, order: int = 0) -> np.ndarray:
+        """``sum_c N_c f_c(x_i)`` for every event (cached for the last ``x``); at a new
+        ``x`` the components' terms are computed with their derivatives up to ``order``
+        (in one pass: :meth:`_terms_with_hessian`)."""
         x = np.asarray(x, dtype=float)
         key = x.tobytes()
         if key == self._last_key:
             return self._last_dens
-        yields = x[self.model._yield_idx]
-        dens = yields[0] * self._terms(0, x, 0).f
+        m = self.model
+        yields = x[m._yield_idx]
+        dens = yields[0] * self._terms(0, x, order if m._shape_idx[0] else 0).f
         for i in range(1, len(yields)):
-            dens += yields[i] * self._terms(i, x, 0).f
+            dens += yields[i] * self._terms(i, x, order if m._shape_idx[i] else 0).f
         self._last_key, self._last_dens, self._last_adjoint = key, dens, {}
         return dens
 
@@ -624,10 +627,7 @@ class UnbinnedNLL:
         """
         x = np.asarray(x, dtype=float)
         m = self.model
-        if order >= 2 and x.tobytes() != self._last_key:
-            for i, sidx in enumerate(m._shape_idx):
-                self._terms(i, x, 2 if sidx else 0)  # value and derivatives at once
-        dens = np.maximum(self.event_densities(x), 1e-300)
+        dens = np.maximum(self.event_densities(x, order), 1e-300)
         memo = self._last_adjoint
         grad = memo.get("grad")
         hess = memo.get("hessian")

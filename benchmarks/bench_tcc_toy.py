@@ -1,11 +1,13 @@
-"""Seconds per T_cc+ pulls toy: generate + MIGRAD + HESSE, 6 free parameters.
+"""Seconds per T_cc+ pulls toy: generate + fit (trust-region Newton with the analytic
+Hessian; MIGRAD + HESSE before it), 6 free parameters.
 
 Usage: python benchmarks/bench_tcc_toy.py [n_toys] [grid_step] [--study]   (default 200
 toys; pin it to one core, e.g. ``taskset -c 0``). Each toy is timed inside this process
 around ``model.sample`` and ``toyengine.core.fit.fit`` with ``time.perf_counter`` (wall) and
 ``time.process_time`` (CPU of this process); model building and imports are outside the
 per-toy figures and printed separately. Compare two commits side by side, alternating runs,
-on the same core.
+on the same core. ``nfcn`` counts NLL calls after MIGRAD and NLL + gradient + Hessian calls
+after a Newton fit.
 
 The default model is the ``tcc`` builder's defaults (δm ∈ [−4, 11] MeV, 117 signal + 700
 background events: ~820 per toy), the workload this benchmark has always timed, on the
@@ -55,7 +57,7 @@ def main(n: int = 200, grid_step: float | None = None, study: bool = False) -> N
         cpu.append(time.process_time() - c0)
         nfcn.append(res.nfcn)
         events.append(len(x))
-    print(f"T_cc+ toy (generate + MIGRAD + HESSE), {n} toys, {statistics.mean(events):.0f} "
+    print(f"T_cc+ toy (generate + fit), {n} toys, {statistics.mean(events):.0f} "
           f"events on average, grid step {model.h:.3g} MeV; per toy inside one process "
           "(perf_counter / process_time):")
     print(f"median {1e3 * statistics.median(wall):.2f} ms per toy (wall), "

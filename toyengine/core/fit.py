@@ -1,4 +1,5 @@
-"""The fitter: MIGRAD + HESSE (optional MINOS) on iminuit, with multi-start.
+"""The fitter: trust-region Newton with the analytic Hessian (:mod:`.newton`) where the
+likelihood has one, else MIGRAD + HESSE (optional MINOS) on iminuit; with multi-start.
 
 A fit never raises for a numerical failure: it returns a :class:`FitResult` with
 ``valid=False`` and a status code, so a study records it: a failed fit is data, not an
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from iminuit import Minuit
 
+from . import newton
 from .params import ParameterSet
 
 __all__ = ["FitResult", "FitStatus", "ProfileStarts", "fit", "scan_grid"]
@@ -47,7 +49,12 @@ class FitResult:
     negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
     number of starting points tried and ``n_best`` how many of them reached the best minimum
     (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
-    limit and were refitted fixed there (their error is NaN).
+    limit and were refitted fixed there (their error is NaN). ``nfcn`` counts the
+    likelihood calls: of ``nll`` alone after MIGRAD, of ``nll``, its gradient and its Hessian
+    together after a Newton fit (plus those of a Newton fit that fell back to MIGRAD). The
+    ``errors`` of a Newton fit are ``sqrt(diag(covariance))``; those of MIGRAD + HESSE are
+    iminuit's, which for a parameter near a limit map the internal error through the limit
+    transformation instead.
     """
 
     names: tuple[str, ...]
@@ -340,6 +347,80 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
 def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
                 minos: bool, strategy: int | None, tol: float | None,
                 hesse: bool = True) -> FitResult:
+    """One fit from ``x0``: Newton (:func:`_newton_fit`) when ``nll`` has an analytic
+    ``grad`` and ``hessian`` and no MINOS is asked for, MIGRAD (+ HESSE) otherwise and
+    whenever Newton does not reach a valid interior minimum; the calls Newton spent are
+    then added to MIGRAD's ``nfcn``."""
+    spent, reason = 0, ""
+    if (not minos and getattr(nll, "grad", None) is not None
+            and getattr(nll, "hessian", None) is not None):
+        newton = _newton_fit(nll, params, x0, tol, hesse)
+        if newton.valid:
+            return newton
+        spent, reason = newton.nfcn, newton.message
+    res = _migrad_fit(nll, params, x0, minos, strategy, tol, hesse)
+    if spent:
+        res = FitResult(**{**res.__dict__, "nfcn": res.nfcn + spent,
+                           "message": "; ".join(filter(None, (reason, res.message)))})
+    return res
+
+
+def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
+                tol: float | None, hesse: bool) -> FitResult:
+    """Trust-region Newton with the analytic gradient and Hessian (:func:`newton.minimize`)
+    to MIGRAD's convergence criterion; the covariance is the inverse of the analytic
+    Hessian over the free parameters at the minimum (what HESSE gives with an analytic
+    Hessian: the −ln L curvature, errordef 0.5). ``nfcn`` counts the calls of ``nll``,
+    its ``grad`` and its ``hessian`` together. ``valid=False`` (the caller then runs
+    MIGRAD) when it does not converge, the Hessian is not positive definite, or a free
+    parameter ends within ``LIMIT_TOLERANCE`` steps of a limit (where the refit at the
+    limit, :func:`_refit_at_limits`, takes over after MIGRAD, as before)."""
+    t0 = time.perf_counter()
+    free = params.free_mask
+    lower = np.array([p.limits[0] for p in params])
+    upper = np.array([p.limits[1] for p in params])
+    scale = np.array([p.error_guess for p in params])
+    errordef = Minuit.LIKELIHOOD  # as the MIGRAD path: every NLL here is a −ln L
+    try:
+        with np.errstate(all="ignore"):
+            r = newton.minimize(nll, nll.grad, nll.hessian, x0, free, lower, upper, scale,
+                                newton.edm_threshold(_DEFAULT_TOL if tol is None else tol,
+                                                     errordef))
+    except Exception as exc:
+        return FitResult.failed(params, f"Newton: {type(exc).__name__}: {exc}",
+                                time.perf_counter() - t0)
+    nf = int(free.sum())
+    cov = np.full((nf, nf), np.nan)
+    valid = r.converged and math.isfinite(r.fval) and not _at_limits(params, r.x)
+    if valid:
+        try:
+            inv_chol = np.linalg.inv(np.linalg.cholesky(r.hessian))
+            cov = 2.0 * errordef * (inv_chol.T @ inv_chol)
+        except np.linalg.LinAlgError:
+            valid = False
+    errors = np.full(len(params), np.nan)
+    at_limit = False
+    if valid:
+        # iminuit's flag (``FMin.has_parameters_at_limit``): a bounded parameter within
+        # half its error of a limit
+        err = np.sqrt(np.diag(cov))
+        v = r.x[free]
+        at_limit = bool(np.any(np.minimum(v - lower[free], upper[free] - v) < 0.5 * err))
+        if hesse:
+            errors[free] = err
+    if not (hesse and valid):  # as after MIGRAD without HESSE: no errors to record
+        cov = np.full((nf, nf), np.nan)
+    return FitResult(
+        names=params.names, values=np.array(r.x, dtype=float), errors=errors,
+        free_names=params.free_names, covariance=cov, nll=float(r.fval), valid=valid,
+        status=FitStatus.VALID if valid else FitStatus.INVALID, edm=float(r.edm),
+        nfcn=r.ncalls, at_limit=at_limit, covar_ok=hesse and valid,
+        time=time.perf_counter() - t0, message="" if valid else f"Newton: {r.message}")
+
+
+def _migrad_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
+                minos: bool, strategy: int | None, tol: float | None,
+                hesse: bool = True) -> FitResult:
     res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
     if res.status == FitStatus.EXCEPTION and getattr(nll, "hessian", None) is not None:
         # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
@@ -434,7 +515,9 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
         scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
         profile: ProfileStarts | None = None) -> FitResult:
-    """Minimise ``nll`` with MIGRAD, then HESSE (and MINOS if asked).
+    """Minimise ``nll``: trust-region Newton when it has an analytic ``grad`` and
+    ``hessian`` and MINOS is not asked for (:func:`_single_fit`), else MIGRAD, then HESSE
+    (and MINOS if asked).
 
     Parameters
     ----------
@@ -455,9 +538,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     strategy : int, optional
         MIGRAD strategy; default 0 when ``nll`` has an analytic ``grad``, else 1. HESSE
         runs after a valid MIGRAD (analytically when ``nll`` has ``hessian``), so the
-        covariance is the full one either way.
+        covariance is the full one either way. (A Newton fit has no strategy.)
     tol : float, optional
-        MIGRAD's EDM tolerance factor (iminuit's ``Minuit.tol``; default 0.1).
+        MIGRAD's EDM tolerance factor (iminuit's ``Minuit.tol``; default 0.1); a Newton fit
+        converges to the same EDM threshold (:func:`newton.edm_threshold`).
     hesse : bool
         Run HESSE. Without it (a significance study needs −ln L, not errors) ``valid``
         means a converged MIGRAD, and ``errors`` and ``covariance`` are NaN.

@@ -161,3 +161,19 @@ def test_worker_warm_up_builds_the_models_and_never_raises():
     asyncio.run(warm_up(pickle.dumps(spec)))
     assert keys <= set(spec_module._MODEL_CACHE)
     asyncio.run(warm_up(b"not a pickle"))  # returns quietly
+
+
+def test_chunk_size_above_the_toy_count_runs_and_extends(tmp_path, spec, client):
+    """A chunk size larger than the study (3 for 2 toys) is cut to the study's length
+    when the store is made: every write used to be refused ("store holds 2 toys in chunks
+    of 2, expected 2 in chunks of 3"). Extending that store to 7 toys gives the toys of a
+    store made with 7 at once."""
+    path = tmp_path / "s.zarr"
+    r = run_study(spec.with_overrides(toys=2), path, client=client, chunk_size=3,
+                  progress=None)
+    assert r.complete and not r.errors and r.chunk_size == 2
+    assert run_study(spec.with_overrides(toys=7), path, client=client, progress=None).complete
+    ref = tmp_path / "ref.zarr"
+    assert run_study(spec.with_overrides(toys=7), ref, client=client, chunk_size=3,
+                     progress=None).complete
+    same(path, ref)

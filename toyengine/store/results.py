@@ -105,6 +105,9 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     import xarray as xr
 
     spec, params, labels = plan.spec, plan.params, plan.labels
+    # no chunk longer than the store: its zarr chunks and the task chunks must coincide,
+    # also after an extension (a chunk of 3 over 2 toys was refused by every write)
+    chunk_size = max(1, min(int(chunk_size), spec.toys))
     truth, reference = plan.truth_and_reference
     loc = Location.of(store)
     if loc.exists(STATE_KEY):
@@ -124,7 +127,7 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     for f in plan.fields:
         dims = ("variant", "toy", *f.dims)
         shape = tuple(sizes[d] for d in dims)
-        chunking = (1, max(1, min(chunk_size, spec.toys)), *shape[2:])
+        chunking = (1, chunk_size, *shape[2:])
         # one (never computed) dask block per variable: writes the metadata only, and
         # the dask graph stays a dozen tasks however many chunks the store has
         data[f.name] = xr.Variable(dims, da.full(shape, f.fill, dtype=f.dtype, chunks=shape))

@@ -820,6 +820,7 @@ class _State:
         nc = len(model.components)
         kin = model.kin
         self.keys: list[tuple | None] = [None] * nc
+        self.g: list[np.ndarray | None] = [None] * nc  # unnormalised g at all points
         self.n = np.zeros(nc)
         nk = len(norm.kpi_idx)
         self.rows = np.zeros((nk, norm.n_rows), complex)
@@ -872,6 +873,7 @@ class _State:
             vals = tuple(x[self._pidx[j]])
             self.keys[j] = vals
             g = c.lineshape.evaluate(kin, self.geom[j], vals)
+            self.g[j] = g
             sl = norm.slices[j]
             gn = g[sl["norm"]] if c.pair == "kpi" else g[sl["nodes"]]
             nj = model._check_norm(j, float(np.dot(self.norm_w[j], gn.real**2 + gn.imag**2)))
@@ -951,6 +953,69 @@ class _State:
                 N[:, k, i] = val.conj()
         return dirty
 
+    def value_derivatives(self, j: int, which: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``∂g_j/∂θ`` at all points of component ``j`` for its lineshape parameters
+        ``which`` (positions in ``Component.params``), at the cached values, and the
+        derivatives of its normalisation ``n_j = (∫|g_j|²)^(-1/2)`` (Eq. 5):
+        ``∂(n_j g_j) = n_j ∂g_j + ∂n_j g_j``."""
+        c = self.model.components[j]
+        g = self.g[j]
+        dg = c.lineshape.derivatives(self.model.kin, self.geom[j], self.keys[j], g, which)
+        sl = self.norm.slices[j]
+        sel = sl["norm"] if c.pair == "kpi" else sl["nodes"]
+        # ∂n_j = −n_j³ Σ w Re(g* ∂g)
+        dn = -self.n[j] ** 3 * ((dg[:, sel].real * g[sel].real
+                                 + dg[:, sel].imag * g[sel].imag) @ self.norm_w[j])
+        return dg, dn
+
+    def norm_rows(self, j: int, v: np.ndarray) -> np.ndarray:
+        """``∫ v F_k* ε`` for every component ``k`` and run, where ``v`` (shape ``(P,
+        n_points)``) replaces the values of component ``j`` at its points (e.g. their
+        derivatives): row ``j`` of ``N`` computed as in :meth:`update`, shape
+        ``(P, R, n_components)``. ``j`` has floating parameters (so a K+π− ``j`` is not
+        static)."""
+        norm = self.norm
+        ki = norm.kpi_idx
+        nc = len(self.model.components)
+        out = np.zeros((v.shape[0], norm.n_eff, nc), complex)
+        sl = norm.slices[j]
+        if j in norm.kpos:
+            kj = norm.kpos[j]
+            vr = v[:, sl["rows"]]
+            m_ = norm.esel[:, kj] * self.rows.conj()  # (R, n_kpi, n_rows)
+            out[:, :, ki] = (vr @ m_.reshape(-1, m_.shape[-1]).T).reshape(out[:, :, ki].shape)
+            if not norm.other_idx:
+                return out
+            # floating K+π− components meet other pairs on the coarse rows
+            lj = norm.var_l[int(np.flatnonzero(norm.var_pos == kj)[0])]
+            vc = v[:, sl["coarse"]]
+            for i in norm.other_idx:
+                out[:, :, i] = vc @ self.R[i][:, lj].conj().T
+            return out
+        vg = v[:, sl["nodes"]]
+        P = v.shape[0]
+        if norm.stat_pos.size:
+            vm = self.V[j]
+            out[:, :, ki[norm.stat_pos]] = (vg @ vm.reshape(-1, vm.shape[-1]).T).reshape(
+                P, *vm.shape[:2])
+        if norm.var_pos.size:
+            rv = norm.Kc[j] @ np.concatenate([vg.real, vg.imag]).T  # real kernels
+            rv = (rv[:, :P] + 1j * rv[:, P:]).reshape(norm.n_eff, len(norm.var_lvals),
+                                                      norm.n_coarse, P)
+            out[:, :, ki[norm.var_pos]] = np.einsum(
+                "rvap,va->prv", rv[:, norm.var_l], self.rows_c[norm.var_pos].conj())
+        for (i, k), kap in norm.kappa.items():
+            if j in (i, k):
+                other = k if i == j else i
+                out[:, :, other] = (vg * self.nodes[other].conj()) @ kap.T
+        for i, k in norm.direct:
+            if j in (i, k):
+                other = k if i == j else i
+                v2 = v[:, sl["grid"]].reshape((-1, *norm.grid.shape))
+                out[:, :, other] = np.einsum("rab,pab->pr", norm.WW[(i, k)],
+                                             v2 * self.full2d[other].conj())
+        return out
+
     def amplitude_on_grid(self, c: np.ndarray) -> np.ndarray:
         """``A`` at the grid nodes (other-pair components through their node splines)."""
         norm = self.norm
@@ -964,39 +1029,14 @@ class _State:
             A += c[i] * vals.reshape(norm.grid.shape) * ang
         return A
 
-    def snapshot(self, comps: list[int]) -> tuple:
-        """Copy of everything :meth:`update` may change for ``comps`` (for finite
-        differences that must not disturb the cache)."""
-        kp = self.norm.kpos
-        return (list(comps), [self.keys[j] for j in comps], self.n[comps].copy(),
-                {j: (self.rows[kp[j]].copy(), self.rows_c[kp[j]].copy())
-                 for j in comps if j in kp},
-                {j: self.nodes[j] for j in comps if j in self.nodes},
-                {j: self.full2d[j] for j in comps if j in self.full2d},
-                {k: v.copy() for k, v in self.V.items()}, dict(self.R), self.N.copy(),
-                self.F[:, comps].copy())
-
-    def restore(self, snap: tuple) -> None:
-        comps, keys, n, rows, nodes, full2d, V, R, N, F = snap
-        for j, k in zip(comps, keys, strict=True):
-            self.keys[j] = k
-        self.n[comps] = n
-        for j, (v, vc) in rows.items():
-            self.rows[self.norm.kpos[j]] = v
-            self.rows_c[self.norm.kpos[j]] = vc
-        self.nodes.update(nodes)
-        self.full2d.update(full2d)
-        self.V = V
-        self.R = R
-        self.N[...] = N
-        self.F[:, comps] = F
-
 
 class DalitzNLL:
     """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
 
-    The gradient is analytic in the coefficients and the yields, and a forward finite
-    difference (recomputing only the affected components) in the lineshape parameters.
+    The gradient is analytic in all parameters: coefficients, yields and lineshape
+    parameters (:meth:`Lineshape.derivatives` at the cached points, propagated through the
+    component normalisation and, linearly, through row ``j`` of the normalisation matrices
+    by :meth:`_State.norm_rows`), at about the cost of one NLL call per floating component.
     """
 
     errordef = 0.5
@@ -1056,10 +1096,11 @@ class DalitzNLL:
             ev.append((pv.m, pv.q, pv.p, legendre(pv.cos, c.spin)))
         self.state = _State(model, model._norm, ev)
         self._yield_idx = np.concatenate([model._sig_idx, self.bk_idx]).astype(int)
-        self._nonlin = sorted({int(i) for pi in model._p_idx for i in pi
-                               if not model.parameters.params[int(i)].fixed})
-        self._nonlin_comps = {i: [j for j, pi in enumerate(model._p_idx) if i in pi]
-                              for i in self._nonlin}
+        # per component with floating lineshape parameters: their positions in
+        # Component.params and their indices in the parameter vector
+        free = model.parameters.free_mask
+        self._ls_free = {j: (np.flatnonzero(free[pi]), pi[free[pi]])
+                         for j, pi in enumerate(model._p_idx) if np.any(free[pi])}
 
     @property
     def n_events(self) -> int:
@@ -1106,8 +1147,9 @@ class DalitzNLL:
         S = self.state.F.T @ (np.conj(A) * wev)  # sum_i conj(A_i) F_ij w_i
         d_re = -2.0 * S.real
         d_im = 2.0 * S.imag
+        fracs = np.empty(self.n_runs)
         for r in range(self.n_runs):
-            frac = np.sum((sig * inv)[self.run_masks[r]]) / norms[r]  # sum sig/tot / I
+            frac = fracs[r] = np.sum((sig * inv)[self.run_masks[r]]) / norms[r]  # Σ sig/tot/I
             Nc = self.state.N[r] @ c.conj()
             d_re += frac * 2.0 * Nc.real
             d_im += frac * (-2.0 * Nc.imag)
@@ -1123,22 +1165,21 @@ class DalitzNLL:
         # constraints
         if m._cidx.size:
             np.add.at(g, m._cidx, (x[m._cidx] - m._cmu) / m._csig**2)
-        # lineshape parameters: forward differences (the step, 1e-4 of the parameter's
-        # step size, keeps the truncation error far below the EDM tolerance), recomputing
-        # only the affected components and restoring their cached values afterwards
-        f0 = -float(np.sum(np.log(np.maximum(tot, 1e-300))))
-        for i in self._nonlin:
-            comps = self._nonlin_comps[i]
-            snap = self.state.snapshot(comps)
-            p = m.parameters.params[i]
-            h = 1e-4 * max(p.error_guess, 1e-3)
-            xs = x.copy()
-            xs[i] = x[i] + h if x[i] + h <= p.limits[1] else x[i] - h
-            g[i] += (self._value_no_constraint(xs) - f0) / (xs[i] - x[i])
-            self.state.restore(snap)
+        # lineshape parameters, exactly: ∂(−Σ ln tot)/∂θ = −2 Re(c_j Σ_i w_i A_i* ∂F_ij)
+        # + Σ_r frac_r ∂I_r with ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (N_rjk = ∫ F_j F_k* ε)
+        # with ∂F_j = n_j ∂g_j + (∂n_j/n_j) F_j, both sums are linear in ∂g_j plus a
+        # multiple of their F_j terms (S_j and row j of N)
+        st = self.state
+        aw = np.conj(A) * wev
+        cc = c.conj()
+        for j, (pos, idx) in self._ls_free.items():
+            dg, dn = st.value_derivatives(j, pos)
+            nj = st.n[j]
+            rn = dn / nj
+            s_ev = nj * (dg[:, st.ev_slice[j]] @ (st.ev_ang[j] * aw)) + rn * S[j]
+            rows = nj * (st.norm_rows(j, dg) @ cc) + rn[:, None] * (st.N[:, j] @ cc)
+            d_ev = -2.0 * (c[j] * s_ev).real
+            dI = 2.0 * (c[j] * rows).real  # (P, R)
+            np.add.at(g, idx, d_ev + dI @ fracs)
         g[~m.parameters.free_mask] = 0.0
         return g
-
-    def _value_no_constraint(self, x: np.ndarray) -> float:
-        tot = self._terms(x)[-1]
-        return float(-np.sum(np.log(np.maximum(tot, 1e-300))))

@@ -854,9 +854,14 @@ class _State:
             else:
                 self.norm_w.append(model._splines[c.pair].lam * fac)
         self._pidx = model._p_idx
+        self._all_pidx = np.concatenate(self._pidx).astype(int)
+        self._last: np.ndarray | None = None  # the lineshape parameters of self.keys
         self._ki = norm.kpi_idx
 
     def changed(self, x: np.ndarray) -> list[int]:
+        xl = x[self._all_pidx]
+        if self._last is not None and np.array_equal(xl, self._last):
+            return []  # no lineshape parameter moved (e.g. a coefficient-only step)
         return [j for j, pi in enumerate(self._pidx) if tuple(x[pi]) != self.keys[j]]
 
     def update(self, x: np.ndarray, dirty: list[int] | None = None) -> list[int]:
@@ -889,6 +894,8 @@ class _State:
                     self.full2d[j] = nj * g[sl["grid"]].reshape(norm.grid.shape)
             if self.n_ev:
                 self.F[:, j] = nj * g[self.ev_slice[j]] * self.ev_ang[j]
+        self._last = None if any(k is None for k in self.keys) else np.concatenate(
+            [np.asarray(k, float) for k in self.keys])
         ki = self._ki
         N = self.N
         H = self.rows
@@ -1082,10 +1089,13 @@ class DalitzNLL:
         self.y = np.concatenate(ys)
         self.run_of = np.concatenate(run_of)
         self.ej = np.concatenate(ej_all)
-        self.bk = np.concatenate(bk_cols) if nb_tot else np.zeros((self.x.size, 0))
+        self.bk = np.asfortranarray(np.concatenate(bk_cols) if nb_tot
+                                    else np.zeros((self.x.size, 0)))
         self.bk_idx = (np.concatenate(model._bkg_idx) if nb_tot else np.zeros(0, int))
         self.n_runs = len(model.runs)
         self.run_masks = [self.run_of == r for r in range(self.n_runs)]
+        ends = np.cumsum([x_.size for x_ in xs])
+        self.run_slices = [slice(int(e - x_.size), int(e)) for e, x_ in zip(ends, xs, strict=True)]
         # event geometry per component (evaluated together with the grid points)
         ev = []
         pvs = {}
@@ -1110,10 +1120,14 @@ class DalitzNLL:
         m = self.model
         self.state.update(x)
         c = m.coefficients(x)
-        norms = np.einsum("i,rij,j->r", c, self.state.N, c.conj()).real
+        norms = ((self.state.N @ c.conj()) @ c).real
         A = self.state.F @ c
-        a2 = A.real**2 + A.imag**2
-        sig = a2 * self.ej * (x[m._sig_idx] / norms)[self.run_of]
+        av = A.view(float).reshape(-1, 2)
+        a2 = np.einsum("ij,ij->i", av, av)  # |A|²
+        scale = x[m._sig_idx] / norms
+        sig = a2 * self.ej
+        for r, sl in enumerate(self.run_slices):  # events are stored run by run
+            sig[sl] *= scale[r]
         tot = sig + self.bk @ x[self.bk_idx] if self.bk_idx.size else sig
         return c, norms, A, a2, sig, tot
 
@@ -1123,7 +1137,8 @@ class DalitzNLL:
         _, norms, _, _, _, tot = self._terms(x)
         if np.any(norms <= 0) or not np.all(np.isfinite(norms)):
             return 1e30
-        val = float(np.sum(x[self._yield_idx]) - np.sum(np.log(np.maximum(tot, 1e-300))))
+        np.maximum(tot, 1e-300, out=tot)
+        val = float(np.sum(x[self._yield_idx]) - np.sum(np.log(tot, out=tot)))
         if m._cidx.size:
             val += float(np.sum(0.5 * ((x[m._cidx] - m._cmu) / m._csig) ** 2))
         return val if math.isfinite(val) else 1e30

@@ -893,7 +893,9 @@ class _State:
                 if "grid" in sl:
                     self.full2d[j] = nj * g[sl["grid"]].reshape(norm.grid.shape)
             if self.n_ev:
-                self.F[:, j] = nj * g[self.ev_slice[j]] * self.ev_ang[j]
+                fj = self.F[:, j]
+                np.multiply(g[self.ev_slice[j]], self.ev_ang[j], out=fj)
+                fj *= nj
         self._last = None if any(k is None for k in self.keys) else np.concatenate(
             [np.asarray(k, float) for k in self.keys])
         ki = self._ki
@@ -903,7 +905,7 @@ class _State:
         # K+π− block, all runs at once
         if dk:
             pos = [norm.kpos[j] for j in dk]
-            blk = np.einsum("da,ka,rdka->rdk", H[pos], H.conj(), norm.esel[:, pos])
+            blk = np.matmul(norm.esel[:, pos] * H.conj(), H[pos][:, :, None])[..., 0]
             for d_, j in enumerate(dk):
                 N[:, j, ki] = blk[:, d_]
                 N[:, ki, j] = blk[:, d_].conj()

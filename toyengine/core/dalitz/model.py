@@ -1103,7 +1103,6 @@ class DalitzNLL:
                                     else np.zeros((self.x.size, 0)))
         self.bk_idx = (np.concatenate(model._bkg_idx) if nb_tot else np.zeros(0, int))
         self.n_runs = len(model.runs)
-        self.run_masks = [self.run_of == r for r in range(self.n_runs)]
         ends = np.cumsum([x_.size for x_ in xs])
         self.run_slices = [slice(int(e - x_.size), int(e)) for e, x_ in zip(ends, xs, strict=True)]
         # event geometry per component (evaluated together with the grid points)
@@ -1163,9 +1162,9 @@ class DalitzNLL:
         c, norms, A, a2, sig, tot = self._terms(x)
         inv = 1.0 / np.maximum(tot, 1e-300)
         # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
-        for r in range(self.n_runs):
-            mask = self.run_masks[r]
-            g[m._sig_idx[r]] += 1.0 - np.sum(a2[mask] * self.ej[mask] * inv[mask]) / norms[r]
+        ainv = a2 * self.ej * inv
+        for r, sl in enumerate(self.run_slices):
+            g[m._sig_idx[r]] += 1.0 - np.sum(ainv[sl]) / norms[r]
         if self.bk_idx.size:
             np.add.at(g, self.bk_idx, 1.0 - self.bk.T @ inv)
         # coefficients: d(-sum log tot)/dc  (cartesian first)
@@ -1175,8 +1174,9 @@ class DalitzNLL:
         d_re = -2.0 * S.real
         d_im = 2.0 * S.imag
         fracs = np.empty(self.n_runs)
-        for r in range(self.n_runs):
-            frac = fracs[r] = np.sum((sig * inv)[self.run_masks[r]]) / norms[r]  # Σ sig/tot/I
+        sinv = sig * inv
+        for r, sl in enumerate(self.run_slices):
+            frac = fracs[r] = np.sum(sinv[sl]) / norms[r]  # Σ sig/tot/I
             Nc = self.state.N[r] @ c.conj()
             d_re += frac * 2.0 * Nc.real
             d_im += frac * (-2.0 * Nc.imag)

@@ -840,7 +840,8 @@ class _State:
         self.geom: list[dict[str, np.ndarray]] = []
         self.ev_ang: list[np.ndarray | None] = []
         self.ev_slice: list[slice] = []
-        self.norm_w: list[np.ndarray] = []
+        self.norm_w: list[np.ndarray] = []  # weights of Eq. 5's integral at norm_sel
+        self.norm_sel: list[slice] = []
         for j, c in enumerate(model.components):
             m, q, p = norm.pts[j]
             n0 = m.size
@@ -853,6 +854,7 @@ class _State:
                 self.ev_ang.append(None)
             self.ev_slice.append(slice(n0, m.size))
             self.geom.append(c.lineshape.geometry(kin, m, q, p))
+            self.norm_sel.append(norm.slices[j]["norm" if c.pair == "kpi" else "nodes"])
             fac = 2.0 / (2 * c.spin + 1)
             if c.pair == "kpi":
                 self.norm_w.append(norm.mq.weight_ds * fac)
@@ -970,68 +972,47 @@ class _State:
                 N[:, k, i] = val.conj()
         return dirty
 
-    def value_derivatives(self, j: int, which: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """``∂g_j/∂θ`` at all points of component ``j`` for its lineshape parameters
-        ``which`` (positions in ``Component.params``), at the cached values, and the
-        derivatives of its normalisation ``n_j = (∫|g_j|²)^(-1/2)`` (Eq. 5):
-        ``∂(n_j g_j) = n_j ∂g_j + ∂n_j g_j``."""
-        c = self.model.components[j]
-        g = self.g[j]
-        dg = c.lineshape.derivatives(self.model.kin, self.geom[j], self.keys[j], g, which)
-        sl = self.norm.slices[j]
-        sel = sl["norm"] if c.pair == "kpi" else sl["nodes"]
-        # ∂n_j = −n_j³ Σ w Re(g* ∂g)
-        dn = -self.n[j] ** 3 * ((dg[:, sel].real * g[sel].real
-                                 + dg[:, sel].imag * g[sel].imag) @ self.norm_w[j])
-        return dg, dn
-
-    def norm_rows(self, j: int, v: np.ndarray) -> np.ndarray:
-        """``∫ v F_k* ε`` for every component ``k`` and run, where ``v`` (shape ``(P,
-        n_points)``) replaces the values of component ``j`` at its points (e.g. their
-        derivatives): row ``j`` of ``N`` computed as in :meth:`update`, shape
-        ``(P, R, n_components)``. ``j`` has floating parameters (so a K+π− ``j`` is not
-        static)."""
+    def norm_row_weights(self, j: int, fracs: np.ndarray, cc: np.ndarray) -> np.ndarray:
+        """Weights ``W`` on the points of component ``j`` (its concatenated evaluation
+        points; zero where unused) such that, for any values ``v`` replacing those of ``j``,
+        ``Σ_r fracs_r Σ_k (∫ v F_k* ε)_r cc_k = Σ_points v W``, with the integrals computed
+        as in :meth:`update` (row ``j`` of ``N``). This is the adjoint of that linear map,
+        so the derivative of ``N`` along any change of ``j``'s values is one dot product.
+        ``j`` has floating parameters (so a K+π− ``j`` is not static)."""
         norm = self.norm
         ki = norm.kpi_idx
-        nc = len(self.model.components)
-        out = np.zeros((v.shape[0], norm.n_eff, nc), complex)
         sl = norm.slices[j]
+        W = np.zeros(self.g[j].size, complex)
         if j in norm.kpos:
             kj = norm.kpos[j]
-            vr = v[:, sl["rows"]]
-            m_ = norm.esel[:, kj] * self.rows.conj()  # (R, n_kpi, n_rows)
-            out[:, :, ki] = (vr @ m_.reshape(-1, m_.shape[-1]).T).reshape(out[:, :, ki].shape)
-            if not norm.other_idx:
-                return out
-            # floating K+π− components meet other pairs on the coarse rows
-            lj = norm.var_l[int(np.flatnonzero(norm.var_pos == kj)[0])]
-            vc = v[:, sl["coarse"]]
-            for i in norm.other_idx:
-                out[:, :, i] = vc @ self.R[i][:, lj].conj().T
-            return out
-        vg = v[:, sl["nodes"]]
-        P = v.shape[0]
+            E = np.tensordot(fracs, norm.esel[:, kj], 1)  # (n_kpi, n_rows)
+            W[sl["rows"]] = cc[ki] @ (E * self.rows.conj())
+            if norm.other_idx:  # floating K+π− components meet other pairs on coarse rows
+                lj = norm.var_l[int(np.flatnonzero(norm.var_pos == kj)[0])]
+                W[sl["coarse"]] = sum(cc[i] * (fracs @ self.R[i][:, lj]).conj()
+                                      for i in norm.other_idx)
+            return W
+        wn = W[sl["nodes"]]
         if norm.stat_pos.size:
-            vm = self.V[j]
-            out[:, :, ki[norm.stat_pos]] = (vg @ vm.reshape(-1, vm.shape[-1]).T).reshape(
-                P, *vm.shape[:2])
+            vm = self.V[j]  # (R, n_stat, n_nodes)
+            wn += cc[ki[norm.stat_pos]] @ (fracs @ vm.reshape(vm.shape[0], -1)).reshape(
+                vm.shape[1:])
         if norm.var_pos.size:
-            rv = norm.Kc[j] @ np.concatenate([vg.real, vg.imag]).T  # real kernels
-            rv = (rv[:, :P] + 1j * rv[:, P:]).reshape(norm.n_eff, len(norm.var_lvals),
-                                                      norm.n_coarse, P)
-            out[:, :, ki[norm.var_pos]] = np.einsum(
-                "rvap,va->prv", rv[:, norm.var_l], self.rows_c[norm.var_pos].conj())
+            Y = np.zeros((norm.n_eff, len(norm.var_lvals), norm.n_coarse), complex)
+            for v_, kk in enumerate(norm.var_pos):
+                Y[:, norm.var_l[v_]] += fracs[:, None] * (cc[ki[kk]] * self.rows_c[kk].conj())
+            yy = np.stack([Y.real.ravel(), Y.imag.ravel()]) @ norm.Kc[j]  # real kernels
+            wn += yy[0] + 1j * yy[1]
         for (i, k), kap in norm.kappa.items():
             if j in (i, k):
                 other = k if i == j else i
-                out[:, :, other] = (vg * self.nodes[other].conj()) @ kap.T
+                wn += cc[other] * self.nodes[other].conj() * (fracs @ kap)
         for i, k in norm.direct:
             if j in (i, k):
                 other = k if i == j else i
-                v2 = v[:, sl["grid"]].reshape((-1, *norm.grid.shape))
-                out[:, :, other] = np.einsum("rab,pab->pr", norm.WW[(i, k)],
-                                             v2 * self.full2d[other].conj())
-        return out
+                W[sl["grid"]] += (cc[other] * self.full2d[other].conj()
+                                  * np.tensordot(fracs, norm.WW[(i, k)], 1)).ravel()
+        return W
 
     def amplitude_on_grid(self, c: np.ndarray) -> np.ndarray:
         """``A`` at the grid nodes (other-pair components through their node splines)."""
@@ -1052,8 +1033,9 @@ class DalitzNLL:
 
     The gradient is analytic in all parameters: coefficients, yields and lineshape
     parameters (:meth:`Lineshape.derivatives` at the cached points, propagated through the
-    component normalisation and, linearly, through row ``j`` of the normalisation matrices
-    by :meth:`_State.norm_rows`), at about the cost of one NLL call per floating component.
+    component normalisation and, linearly, through row ``j`` of the normalisation matrices,
+    whose adjoint :meth:`_State.norm_row_weights` turns each parameter's contribution into
+    one dot product over the component's points).
     """
 
     errordef = 0.5
@@ -1193,20 +1175,24 @@ class DalitzNLL:
         if m._cidx.size:
             np.add.at(g, m._cidx, (x[m._cidx] - m._cmu) / m._csig**2)
         # lineshape parameters, exactly: ∂(−Σ ln tot)/∂θ = −2 Re(c_j Σ_i w_i A_i* ∂F_ij)
-        # + Σ_r frac_r ∂I_r with ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (N_rjk = ∫ F_j F_k* ε)
-        # with ∂F_j = n_j ∂g_j + (∂n_j/n_j) F_j, both sums are linear in ∂g_j plus a
-        # multiple of their F_j terms (S_j and row j of N)
+        # + Σ_r frac_r ∂I_r with ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (N_rjk = ∫ F_j F_k* ε) and
+        # ∂F_j = n_j ∂g_j + (∂n_j/n_j) F_j, ∂n_j = −n_j³ Σ w Re(g_j* ∂g_j) (Eq. 5): all of it
+        # is Re(Σ ∂g_j W) over the points of component j, with one weight vector W per
+        # component (events, normalisation rule, the adjoint of its row of N)
         st = self.state
         aw = np.conj(A) * wev
         cc = c.conj()
         for j, (pos, idx) in self._ls_free.items():
-            dg, dn = st.value_derivatives(j, pos)
             nj = st.n[j]
-            rn = dn / nj
-            s_ev = nj * (dg[:, st.ev_slice[j]] @ (st.ev_ang[j] * aw)) + rn * S[j]
-            rows = nj * (st.norm_rows(j, dg) @ cc) + rn[:, None] * (st.N[:, j] @ cc)
-            d_ev = -2.0 * (c[j] * s_ev).real
-            dI = 2.0 * (c[j] * rows).real  # (P, R)
-            np.add.at(g, idx, d_ev + dI @ fracs)
+            cj = c[j]
+            W = (2.0 * cj * nj) * st.norm_row_weights(j, fracs, cc)
+            W[st.ev_slice[j]] -= (2.0 * cj * nj) * (st.ev_ang[j] * aw)
+            # the ∂n_j terms: ∂n_j/n_j times the F_j parts of both sums
+            k_ = 2.0 * (cj * (fracs @ (st.N[:, j] @ cc) - S[j])).real
+            sel = st.norm_sel[j]
+            W[sel] -= (nj * nj * k_) * st.norm_w[j] * st.g[j][sel].conj()
+            dg = st.model.components[j].lineshape.derivatives(
+                m.kin, st.geom[j], st.keys[j], st.g[j], pos)
+            g[idx] += (dg @ W).real  # Re Σ ∂g W
         g[~m.parameters.free_mask] = 0.0
         return g

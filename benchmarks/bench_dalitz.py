@@ -13,6 +13,16 @@ Usage::
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dalitz.py [--toys 10] [--starts 1]
         [--strategy -1] [--maps synthetic|files] [--study significance|jp_rejection]
         [--hesse]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_dalitz.py --study-file \
+        studies/zc4100/significance.yaml [--toys 10] [--first 0]
+
+With ``--study-file studies/zc4100/significance.yaml`` (or ``jp_rejection.yaml``) each toy
+goes through the study's own per-toy code instead
+(:func:`toyengine.study.recipe.run_chunk` on a one-toy chunk: the study's streams,
+generation, fit settings — starts, profile, the null minimum as an extra start of the
+nested fit — and records); the models are built (and cached) by a first, untimed toy.
+Prints the median wall and CPU seconds per toy pair and the median fit time and NLL calls
+per hypothesis from the records.
 
 BLAS threads are pinned to one before numpy is imported (as dask workers do by default),
 so the numbers are single-core.
@@ -41,6 +51,44 @@ def _fit(nll, params, starts, rng, strategy, hesse):
     return fit(nll, params, starts=starts, rng=rng, strategy=strategy, hesse=hesse)
 
 
+def _study_pairs(path: str, toys: int, first: int) -> int:
+    """Time ``toys`` toys of the study file ``path`` through its per-toy code."""
+    from toyengine.study.plan import Chunk, Plan
+    from toyengine.study.recipe import run_chunk
+    from toyengine.study.spec import load_spec
+
+    spec = load_spec(path)
+    plan = Plan.of(spec)
+    t0 = time.perf_counter()
+    run_chunk(plan, Chunk(0, 0, first + toys, first + toys + 1))  # builds the models
+    t_build = time.perf_counter() - t0
+    hyps = list(spec.hypotheses)
+    rows = []
+    for t in range(first, first + toys):
+        w0, c0 = time.perf_counter(), time.process_time()
+        rec = run_chunk(plan, Chunk(0, 0, t, t + 1)).arrays
+        w1, c1 = time.perf_counter(), time.process_time()
+        ft = [float(rec["fit_time"][0, h]) for h in range(len(hyps))]
+        nf = [int(rec["nfcn"][0, h]) for h in range(len(hyps))]
+        nll = [float(rec["nll"][0, h]) for h in range(len(hyps))]
+        rows.append((w1 - w0, c1 - c0, ft, nf))
+        fits = ", ".join(f"{h} {f:.3f} s [{n}]" for h, f, n in zip(hyps, ft, nf, strict=True))
+        print(f"toy {t:3d}: wall {w1 - w0:.3f} s  cpu {c1 - c0:.3f} s  (fits: {fits})  "
+              f"nll {' '.join(f'{v:.4f}' for v in nll)}", flush=True)
+    med = statistics.median
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"\nmodel build and first toy (untimed warm-up): {t_build:.3f} s")
+    print(f"median per {spec.name} toy pair ({toys} toys from {first}; study fit settings "
+          f"{dict(spec.fit)}), timed around run_chunk of one toy (perf_counter / "
+          f"process_time): wall {med(r[0] for r in rows):.3f} s, "
+          f"cpu {med(r[1] for r in rows):.3f} s")
+    for h, name in enumerate(hyps):
+        print(f"  fit {name}: median {med(r[2][h] for r in rows):.3f} s, "
+              f"nfcn {med(r[3][h] for r in rows):.0f}")
+    print(f"peak worker memory (ru_maxrss): {peak_kib / 1024:.1f} MiB")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--toys", type=int, default=10)
@@ -55,7 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                          "jp_rejection: generate and fit nominal 0+, fit nominal 1-")
     ap.add_argument("--hesse", action="store_true",
                     help="run HESSE after MIGRAD (these studies do not, by default)")
+    ap.add_argument("--study-file", default=None,
+                    help="time the toys of this study file through its per-toy code "
+                         "(toyengine.study.recipe.run_chunk) instead")
+    ap.add_argument("--first", type=int, default=0,
+                    help="with --study-file: index of the first timed toy")
     args = ap.parse_args(argv)
+    if args.study_file is not None:
+        return _study_pairs(args.study_file, args.toys, args.first)
 
     from toyengine.models.zc4100 import build_zc4100
 

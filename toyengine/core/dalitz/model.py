@@ -22,6 +22,11 @@ integrated once at build time on knot-aligned points, so a Zc mass/width change 
 lineshape evaluation on ~400 nodes and a few small matrix products, and the accuracy does
 not depend on the Zc width. Per run the normalisation agrees with a 2–3× finer grid to
 < 1e-5 and the PDFs integrate to 1 within 1e-6 (tests/test_dalitz_model.py).
+
+The gradient of −ln L is exact in every parameter: the lineshape derivatives are evaluated
+at the cached points of their component and enter the normalisation linearly (row ``j`` of
+``N``), so a gradient costs a few NLL calls' worth of arithmetic, not one NLL call per
+lineshape parameter.
 """
 
 from __future__ import annotations
@@ -860,6 +865,7 @@ class _State:
         nc = len(model.components)
         kin = model.kin
         self.keys: list[tuple | None] = [None] * nc
+        self.g: list[np.ndarray | None] = [None] * nc  # unnormalised g at all points
         self.n = np.zeros(nc)
         nk = len(norm.kpi_idx)
         self.rows = np.zeros((nk, norm.n_rows), complex)
@@ -874,7 +880,8 @@ class _State:
         self.geom: list[dict[str, np.ndarray]] = []
         self.ev_ang: list[np.ndarray | None] = []
         self.ev_slice: list[slice] = []
-        self.norm_w: list[np.ndarray] = []
+        self.norm_w: list[np.ndarray] = []  # weights of Eq. 5's integral at norm_sel
+        self.norm_sel: list[slice] = []
         for j, c in enumerate(model.components):
             m, q, p = norm.pts[j]
             n0 = m.size
@@ -887,16 +894,25 @@ class _State:
                 self.ev_ang.append(None)
             self.ev_slice.append(slice(n0, m.size))
             self.geom.append(c.lineshape.geometry(kin, m, q, p))
+            self.norm_sel.append(norm.slices[j]["norm" if c.pair == "kpi" else "nodes"])
             fac = 2.0 / (2 * c.spin + 1)
             if c.pair == "kpi":
                 self.norm_w.append(norm.mq.weight_ds * fac)
             else:
                 self.norm_w.append(model._splines[c.pair].lam * fac)
         self._pidx = model._p_idx
+        self._all_pidx = np.concatenate(self._pidx).astype(int)
+        self._offsets = np.concatenate([[0], np.cumsum([pi.size for pi in self._pidx])]).tolist()
+        self._last: list[float] | None = None  # the lineshape parameters of self.keys
         self._ki = norm.kpi_idx
 
     def changed(self, x: np.ndarray) -> list[int]:
-        return [j for j, pi in enumerate(self._pidx) if tuple(x[pi]) != self.keys[j]]
+        xl = x[self._all_pidx].tolist()
+        if xl == self._last:
+            return []  # no lineshape parameter moved (e.g. a coefficient-only step)
+        o = self._offsets
+        return [j for j in range(len(self.keys))
+                if tuple(xl[o[j]:o[j + 1]]) != self.keys[j]]
 
     def update(self, x: np.ndarray, dirty: list[int] | None = None) -> list[int]:
         """Recompute components whose parameters changed; returns their indices."""
@@ -909,9 +925,10 @@ class _State:
         dset = set(dirty)
         for j in dirty:
             c = model.components[j]
-            vals = tuple(x[self._pidx[j]])
+            vals = tuple(x[self._pidx[j]].tolist())
             self.keys[j] = vals
             g = c.lineshape.evaluate(kin, self.geom[j], vals)
+            self.g[j] = g
             sl = norm.slices[j]
             gn = g[sl["norm"]] if c.pair == "kpi" else g[sl["nodes"]]
             nj = model._check_norm(j, float(np.dot(self.norm_w[j], gn.real**2 + gn.imag**2)))
@@ -926,7 +943,11 @@ class _State:
                 if "grid" in sl:
                     self.full2d[j] = nj * g[sl["grid"]].reshape(norm.grid.shape)
             if self.n_ev:
-                self.F[:, j] = nj * g[self.ev_slice[j]] * self.ev_ang[j]
+                fj = self.F[:, j]
+                np.multiply(g[self.ev_slice[j]], self.ev_ang[j], out=fj)
+                fj *= nj
+        self._last = (None if any(k is None for k in self.keys)
+                      else [v for k in self.keys for v in k])
         ki = self._ki
         N = self.N
         H = self.rows
@@ -934,7 +955,7 @@ class _State:
         # K+π− block, all runs at once
         if dk:
             pos = [norm.kpos[j] for j in dk]
-            blk = np.einsum("da,ka,rdka->rdk", H[pos], H.conj(), norm.esel[:, pos])
+            blk = np.matmul(norm.esel[:, pos] * H.conj(), H[pos][:, :, None])[..., 0]
             for d_, j in enumerate(dk):
                 N[:, j, ki] = blk[:, d_]
                 N[:, ki, j] = blk[:, d_].conj()
@@ -991,6 +1012,48 @@ class _State:
                 N[:, k, i] = val.conj()
         return dirty
 
+    def norm_row_weights(self, j: int, fracs: np.ndarray, cc: np.ndarray) -> np.ndarray:
+        """Weights ``W`` on the points of component ``j`` (its concatenated evaluation
+        points; zero where unused) such that, for any values ``v`` replacing those of ``j``,
+        ``Σ_r fracs_r Σ_k (∫ v F_k* ε)_r cc_k = Σ_points v W``, with the integrals computed
+        as in :meth:`update` (row ``j`` of ``N``). This is the adjoint of that linear map,
+        so the derivative of ``N`` along any change of ``j``'s values is one dot product.
+        ``j`` has floating parameters (so a K+π− ``j`` is not static)."""
+        norm = self.norm
+        ki = norm.kpi_idx
+        sl = norm.slices[j]
+        W = np.zeros(self.g[j].size, complex)
+        if j in norm.kpos:
+            kj = norm.kpos[j]
+            E = np.tensordot(fracs, norm.esel[:, kj], 1)  # (n_kpi, n_rows)
+            W[sl["rows"]] = cc[ki] @ (E * self.rows.conj())
+            if norm.other_idx:  # floating K+π− components meet other pairs on coarse rows
+                lj = norm.var_l[int(np.flatnonzero(norm.var_pos == kj)[0])]
+                W[sl["coarse"]] = sum(cc[i] * (fracs @ self.R[i][:, lj]).conj()
+                                      for i in norm.other_idx)
+            return W
+        wn = W[sl["nodes"]]
+        if norm.stat_pos.size:
+            vm = self.V[j]  # (R, n_stat, n_nodes)
+            wn += cc[ki[norm.stat_pos]] @ (fracs @ vm.reshape(vm.shape[0], -1)).reshape(
+                vm.shape[1:])
+        if norm.var_pos.size:
+            Y = np.zeros((norm.n_eff, len(norm.var_lvals), norm.n_coarse), complex)
+            for v_, kk in enumerate(norm.var_pos):
+                Y[:, norm.var_l[v_]] += fracs[:, None] * (cc[ki[kk]] * self.rows_c[kk].conj())
+            yy = np.stack([Y.real.ravel(), Y.imag.ravel()]) @ norm.Kc[j]  # real kernels
+            wn += yy[0] + 1j * yy[1]
+        for (i, k), kap in norm.kappa.items():
+            if j in (i, k):
+                other = k if i == j else i
+                wn += cc[other] * self.nodes[other].conj() * (fracs @ kap)
+        for i, k in norm.direct:
+            if j in (i, k):
+                other = k if i == j else i
+                W[sl["grid"]] += (cc[other] * self.full2d[other].conj()
+                                  * np.tensordot(fracs, norm.WW[(i, k)], 1)).ravel()
+        return W
+
     def amplitude_on_grid(self, c: np.ndarray) -> np.ndarray:
         """``A`` at the grid nodes (other-pair components through their node splines)."""
         norm = self.norm
@@ -1004,39 +1067,15 @@ class _State:
             A += c[i] * vals.reshape(norm.grid.shape) * ang
         return A
 
-    def snapshot(self, comps: list[int]) -> tuple:
-        """Copy of everything :meth:`update` may change for ``comps`` (for finite
-        differences that must not disturb the cache)."""
-        kp = self.norm.kpos
-        return (list(comps), [self.keys[j] for j in comps], self.n[comps].copy(),
-                {j: (self.rows[kp[j]].copy(), self.rows_c[kp[j]].copy())
-                 for j in comps if j in kp},
-                {j: self.nodes[j] for j in comps if j in self.nodes},
-                {j: self.full2d[j] for j in comps if j in self.full2d},
-                {k: v.copy() for k, v in self.V.items()}, dict(self.R), self.N.copy(),
-                self.F[:, comps].copy())
-
-    def restore(self, snap: tuple) -> None:
-        comps, keys, n, rows, nodes, full2d, V, R, N, F = snap
-        for j, k in zip(comps, keys, strict=True):
-            self.keys[j] = k
-        self.n[comps] = n
-        for j, (v, vc) in rows.items():
-            self.rows[self.norm.kpos[j]] = v
-            self.rows_c[self.norm.kpos[j]] = vc
-        self.nodes.update(nodes)
-        self.full2d.update(full2d)
-        self.V = V
-        self.R = R
-        self.N[...] = N
-        self.F[:, comps] = F
-
 
 class DalitzNLL:
     """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
 
-    The gradient is analytic in the coefficients and the yields, and a forward finite
-    difference (recomputing only the affected components) in the lineshape parameters.
+    The gradient is analytic in all parameters: coefficients, yields and lineshape
+    parameters (:meth:`Lineshape.derivatives` at the cached points, propagated through the
+    component normalisation and, linearly, through row ``j`` of the normalisation matrices,
+    whose adjoint :meth:`_State.norm_row_weights` turns each parameter's contribution into
+    one dot product over the component's points).
     """
 
     errordef = 0.5
@@ -1096,10 +1135,12 @@ class DalitzNLL:
         self.w = np.concatenate(ws) if weights is not None else None
         self.run_of = np.concatenate(run_of)
         self.ej = np.concatenate(ej_all)
-        self.bk = np.concatenate(bk_cols) if nb_tot else np.zeros((self.x.size, 0))
+        self.bk = np.asfortranarray(np.concatenate(bk_cols) if nb_tot
+                                    else np.zeros((self.x.size, 0)))
         self.bk_idx = (np.concatenate(model._bkg_idx) if nb_tot else np.zeros(0, int))
         self.n_runs = len(model.runs)
-        self.run_masks = [self.run_of == r for r in range(self.n_runs)]
+        ends = np.cumsum([x_.size for x_ in xs])
+        self.run_slices = [slice(int(e - x_.size), int(e)) for e, x_ in zip(ends, xs, strict=True)]
         # event geometry per component (evaluated together with the grid points)
         ev = []
         pvs = {}
@@ -1110,10 +1151,11 @@ class DalitzNLL:
             ev.append((pv.m, pv.q, pv.p, legendre(pv.cos, c.spin)))
         self.state = _State(model, model._norm, ev)
         self._yield_idx = np.concatenate([model._sig_idx, self.bk_idx]).astype(int)
-        self._nonlin = sorted({int(i) for pi in model._p_idx for i in pi
-                               if not model.parameters.params[int(i)].fixed})
-        self._nonlin_comps = {i: [j for j, pi in enumerate(model._p_idx) if i in pi]
-                              for i in self._nonlin}
+        # per component with floating lineshape parameters: their positions in
+        # Component.params and their indices in the parameter vector
+        free = model.parameters.free_mask
+        self._ls_free = {j: (np.flatnonzero(free[pi]), pi[free[pi]])
+                         for j, pi in enumerate(model._p_idx) if np.any(free[pi])}
 
     @property
     def n_events(self) -> int:
@@ -1123,10 +1165,14 @@ class DalitzNLL:
         m = self.model
         self.state.update(x)
         c = m.coefficients(x)
-        norms = np.einsum("i,rij,j->r", c, self.state.N, c.conj()).real
+        norms = ((self.state.N @ c.conj()) @ c).real
         A = self.state.F @ c
-        a2 = A.real**2 + A.imag**2
-        sig = a2 * self.ej * (x[m._sig_idx] / norms)[self.run_of]
+        a2 = A.real * A.real
+        a2 += A.imag * A.imag  # |A|²
+        scale = x[m._sig_idx] / norms
+        sig = a2 * self.ej
+        for r, sl in enumerate(self.run_slices):  # events are stored run by run
+            sig[sl] *= scale[r]
         tot = sig + self.bk @ x[self.bk_idx] if self.bk_idx.size else sig
         return c, norms, A, a2, sig, tot
 
@@ -1134,11 +1180,16 @@ class DalitzNLL:
         x = np.asarray(x, float)
         m = self.model
         _, norms, _, _, _, tot = self._terms(x)
-        if np.any(norms <= 0) or not np.all(np.isfinite(norms)):
+        nl = norms.tolist()
+        if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
-        val = float(np.sum(x[self._yield_idx]) - self._sum_log(tot))
+        np.maximum(tot, 1e-300, out=tot)
+        logs = np.log(tot, out=tot)
+        val = float(np.sum(x[self._yield_idx])
+                    - (np.sum(logs) if self.w is None else self.w @ logs))
         if m._cidx.size:
-            val += float(np.sum(0.5 * ((x[m._cidx] - m._cmu) / m._csig) ** 2))
+            d = (x[m._cidx] - m._cmu) / m._csig
+            val += 0.5 * float(d @ d)
         return val if math.isfinite(val) else 1e30
 
     def grad(self, x: np.ndarray) -> np.ndarray:
@@ -1151,9 +1202,9 @@ class DalitzNLL:
         if self.w is not None:  # weighted events: every d ln tot / dθ carries its weight
             inv = inv * self.w
         # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
-        for r in range(self.n_runs):
-            mask = self.run_masks[r]
-            g[m._sig_idx[r]] += 1.0 - np.sum(a2[mask] * self.ej[mask] * inv[mask]) / norms[r]
+        ainv = a2 * self.ej * inv
+        for r, sl in enumerate(self.run_slices):
+            g[m._sig_idx[r]] += 1.0 - np.sum(ainv[sl]) / norms[r]
         if self.bk_idx.size:
             np.add.at(g, self.bk_idx, 1.0 - self.bk.T @ inv)
         # coefficients: d(-sum log tot)/dc  (cartesian first)
@@ -1162,8 +1213,10 @@ class DalitzNLL:
         S = self.state.F.T @ (np.conj(A) * wev)  # sum_i conj(A_i) F_ij w_i
         d_re = -2.0 * S.real
         d_im = 2.0 * S.imag
-        for r in range(self.n_runs):
-            frac = np.sum((sig * inv)[self.run_masks[r]]) / norms[r]  # sum sig/tot / I
+        fracs = np.empty(self.n_runs)
+        sinv = sig * inv
+        for r, sl in enumerate(self.run_slices):
+            frac = fracs[r] = np.sum(sinv[sl]) / norms[r]  # Σ sig/tot/I
             Nc = self.state.N[r] @ c.conj()
             d_re += frac * 2.0 * Nc.real
             d_im += frac * (-2.0 * Nc.imag)
@@ -1179,26 +1232,25 @@ class DalitzNLL:
         # constraints
         if m._cidx.size:
             np.add.at(g, m._cidx, (x[m._cidx] - m._cmu) / m._csig**2)
-        # lineshape parameters: forward differences (the step, 1e-4 of the parameter's
-        # step size, keeps the truncation error far below the EDM tolerance), recomputing
-        # only the affected components and restoring their cached values afterwards
-        f0 = -self._sum_log(tot)
-        for i in self._nonlin:
-            comps = self._nonlin_comps[i]
-            snap = self.state.snapshot(comps)
-            p = m.parameters.params[i]
-            h = 1e-4 * max(p.error_guess, 1e-3)
-            xs = x.copy()
-            xs[i] = x[i] + h if x[i] + h <= p.limits[1] else x[i] - h
-            g[i] += (self._value_no_constraint(xs) - f0) / (xs[i] - x[i])
-            self.state.restore(snap)
+        # lineshape parameters, exactly: ∂(−Σ ln tot)/∂θ = −2 Re(c_j Σ_i w_i A_i* ∂F_ij)
+        # + Σ_r frac_r ∂I_r with ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (N_rjk = ∫ F_j F_k* ε) and
+        # ∂F_j = n_j ∂g_j + (∂n_j/n_j) F_j, ∂n_j = −n_j³ Σ w Re(g_j* ∂g_j) (Eq. 5): all of it
+        # is Re(Σ ∂g_j W) over the points of component j, with one weight vector W per
+        # component (events, normalisation rule, the adjoint of its row of N)
+        st = self.state
+        aw = np.conj(A) * wev
+        cc = c.conj()
+        for j, (pos, idx) in self._ls_free.items():
+            nj = st.n[j]
+            cj = c[j]
+            W = (2.0 * cj * nj) * st.norm_row_weights(j, fracs, cc)
+            W[st.ev_slice[j]] -= (2.0 * cj * nj) * (st.ev_ang[j] * aw)
+            # the ∂n_j terms: ∂n_j/n_j times the F_j parts of both sums
+            k_ = 2.0 * (cj * (fracs @ (st.N[:, j] @ cc) - S[j])).real
+            sel = st.norm_sel[j]
+            W[sel] -= (nj * nj * k_) * st.norm_w[j] * st.g[j][sel].conj()
+            dg = st.model.components[j].lineshape.derivatives(
+                m.kin, st.geom[j], st.keys[j], st.g[j], pos)
+            g[idx] += (dg @ W).real  # Re Σ ∂g W
         g[~m.parameters.free_mask] = 0.0
         return g
-
-    def _sum_log(self, tot: np.ndarray) -> float:
-        """``Σ_i w_i ln tot_i`` (``w = 1`` for unweighted data)."""
-        logs = np.log(np.maximum(tot, 1e-300))
-        return float(np.sum(logs) if self.w is None else self.w @ logs)
-
-    def _value_no_constraint(self, x: np.ndarray) -> float:
-        return -self._sum_log(self._terms(x)[-1])

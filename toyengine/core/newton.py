@@ -154,6 +154,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         on the limit), the start is not finite, or the trust region collapses.
     """
     idx = np.flatnonzero(free)
+    all_free = len(idx) == len(free)  # then no rows or columns to pick
     block = np.ix_(idx, idx)
     x = np.clip(np.asarray(x0, dtype=float).copy(), lower, upper)
     lo, hi, s = lower[idx], upper[idx], np.asarray(scale, dtype=float)[idx]
@@ -168,9 +169,13 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         calls["g"] += 1
         calls["h"] += 1
         # the Hessian first: a likelihood may keep the gradient it finds on the way
-        hh = np.asarray(hessian(xx), dtype=float)[block]
-        gg = np.asarray(grad(xx), dtype=float)[idx]
-        return gg, 0.5 * (hh + hh.T)
+        hh = np.asarray(hessian(xx), dtype=float)
+        gg = np.asarray(grad(xx), dtype=float)
+        if not all_free:
+            hh, gg = hh[block], gg[idx]
+        hh = hh + hh.T
+        hh *= 0.5
+        return gg, hh
 
     def result(converged: bool, message: str, edm: float, it: int) -> NewtonResult:
         return NewtonResult(x, f, g, h, edm, converged, it, calls["f"], calls["g"],

@@ -295,7 +295,7 @@ class Model1D:
         """Every component can give analytic second derivatives of its shape."""
         for c, basis in zip(self.components, self._basis_grid, strict=True):
             if basis is not None:
-                if not hasattr(c.shape, "coefficients_hessian"):
+                if not hasattr(c.shape, "coefficients_with_hessian"):
                     return False
             elif not hasattr(c.shape, "evaluate_with_hessian"):
                 return False
@@ -500,8 +500,9 @@ class UnbinnedNLL:
         t = self._terms_cache[i]
         comp = m.components[i]
         eb = self._event_basis[i]
-        if (t is None or t.vals != vals) and order >= 2 and eb is None:
-            t = self._terms_cache[i] = self._terms_with_hessian(i, vals)
+        if (t is None or t.vals != vals) and order >= 2:
+            t = self._terms_cache[i] = (self._terms_with_hessian(i, vals) if eb is None
+                                        else self._linear_terms_with_hessian(i, vals))
         if t is None or t.vals != vals:
             if eb is not None:
                 coef = np.asarray(comp.shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
@@ -523,8 +524,8 @@ class UnbinnedNLL:
             t.i_a = t.dv @ self._norm_map(i)
         if order >= 2 and t.dg is None:
             if eb is not None:
-                ch = np.asarray(comp.shape.coefficients_hessian(vals), dtype=float)  # type: ignore[union-attr]
-                t.d2v = np.moveaxis(ch, 0, -1)
+                ch = comp.shape.coefficients_with_hessian(vals)[2]  # type: ignore[union-attr]
+                t.d2v = np.moveaxis(np.asarray(ch, dtype=float), 0, -1)
                 dv_events = t.dv @ eb
             else:
                 if t.d2v is None:
@@ -558,6 +559,23 @@ class UnbinnedNLL:
         t.i_a = dv @ kappa
         t.i_ab = d2v @ kappa
         t.dg = (events[1:] - t.i_a[:, None] * f[None, :]) / norm
+        return t
+
+    def _linear_terms_with_hessian(self, i: int, vals: tuple[float, ...]) -> _Terms:
+        """Linear component ``i`` at coefficient parameters ``vals`` with all its terms up
+        to the second derivatives, the coefficients and their derivatives computed together
+        (``coefficients_with_hessian``)."""
+        m = self.model
+        eb = self._event_basis[i]
+        coef, jac, ch = m.components[i].shape.coefficients_with_hessian(vals)  # type: ignore[union-attr]
+        kappa = m._basis_int[i]
+        norm = float(np.asarray(coef, dtype=float) @ kappa)  # type: ignore[operator]
+        t = _Terms(vals, (coef @ eb) / norm, norm)  # type: ignore[operator]
+        t.dv = np.asarray(jac, dtype=float).T
+        t.i_a = t.dv @ kappa
+        t.d2v = np.moveaxis(np.asarray(ch, dtype=float), 0, -1)
+        t.i_ab = t.d2v @ kappa
+        t.dg = (t.dv @ eb - t.i_a[:, None] * t.f[None, :]) / norm  # type: ignore[index]
         return t
 
     def _norm_map(self, i: int) -> np.ndarray:

@@ -212,9 +212,10 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
                 radius = 1.0
             p = _subproblem(gs, w, q, radius) * s
         # stay inside the box: a step crossing a limit goes half-way to it
-        end = x[idx] + p
-        if np.any(end > hi) or np.any(end < lo):
-            room = np.where(p > 0, hi - x[idx], lo - x[idx])
+        xf = x if all_free else x[idx]
+        end = xf + p
+        if (end > hi).any() or (end < lo).any():
+            room = np.where(p > 0, hi - xf, lo - xf)
             moving = p != 0
             alpha = float(np.min(room[moving] / p[moving]))
             p = 0.5 * alpha * p
@@ -224,8 +225,11 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         else:
             limited = 0
         pred = -(float(g @ p) + 0.5 * float(p @ h @ p))
-        trial = x.copy()
-        trial[idx] += p
+        if all_free:
+            trial = end if limited == 0 else x + p  # ``end`` unless the step was shortened
+        else:
+            trial = x.copy()
+            trial[idx] += p
         # the derivatives first: a likelihood may compute them with its value in one pass
         # (they are wasted on a rejected step, rare once the trust region fits)
         g_new, h_new = derivatives(trial)

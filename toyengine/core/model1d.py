@@ -52,6 +52,9 @@ __all__ = [
     "sample_piecewise_linear",
 ]
 
+#: how many shape values :meth:`Model1D._shape_grid_with_hessian` keeps per component
+_HESSIAN_MEMO = 8
+
 #: stream name of a toy drawn from the total density (a model with a negative yield); not
 #: a valid component name of the declarative builder, so it never shares a component's
 #: streams
@@ -215,6 +218,10 @@ class Model1D:
                            for b in self._basis_grid]
         # per component: the values its entry belongs to and the normalised grid density
         self._cache: list[dict[str, object]] = [{} for _ in self.components]
+        # per parametric component: its grid terms up to second derivatives at the last
+        # few shape values (:meth:`_shape_grid_with_hessian`)
+        self._hessian_memo: list[dict[tuple[float, ...], tuple]] = [
+            {} for _ in self.components]
 
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
@@ -245,6 +252,39 @@ class Model1D:
         g = self._convolve(f) if comp.convolve else f
         g = np.maximum(g, 0.0)  # FFT round-off can leave -1e-17 where the shape is zero
         return g, float(g @ self._trapz_weights)
+
+    def _shape_grid_with_hessian(self, i: int, vals: tuple[float, ...]
+                                 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+        """Parametric component ``i`` at shape values ``vals``: the unnormalised
+        (convolved) density and its first derivatives on the fit-range grid (rows, one
+        batched FFT pair), its trapezoid integral, and the shape's first and second
+        derivatives on its evaluation grid; what a likelihood's Hessian needs before the
+        events enter.
+
+        Shared by every likelihood of the model and kept for the last
+        :data:`_HESSIAN_MEMO` values asked for: the fits of a study's toys all start at the
+        same values (the generation values), so each toy's first point is found here. The
+        entries are never modified."""
+        memo = self._hessian_memo[i]
+        hit = memo.pop(vals, None)
+        if hit is None:
+            comp = self.components[i]
+            xs = self.ext_grid if comp.convolve else self.grid
+            v, dv, d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+            rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
+            grid_rows = self._convolve(rows) if comp.convolve else rows
+            # FFT round-off can leave -1e-17 where the shape is zero (as in _shape_grid)
+            grid_rows[0] = np.maximum(grid_rows[0], 0.0)
+            hit = (grid_rows, float(grid_rows[0] @ self._trapz_weights), dv, d2v)
+            for a in (grid_rows, dv, d2v):
+                a.setflags(write=False)
+            while len(memo) >= _HESSIAN_MEMO:
+                try:  # the oldest entry (dicts keep their order of insertion)
+                    memo.pop(next(iter(memo)), None)
+                except (StopIteration, RuntimeError):  # another thread changed it
+                    break
+        memo[vals] = hit
+        return hit
 
     def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
         return tuple([float(x[j]) for j in self._shape_idx[i]])
@@ -541,15 +581,7 @@ class UnbinnedNLL:
         second derivatives, the shape and its first derivatives convolved and interpolated
         together (one batched FFT pair): what a Hessian asked for before the value needs
         (the Newton fitter's order)."""
-        m = self.model
-        comp = m.components[i]
-        xs = m.ext_grid if comp.convolve else m.grid
-        v, dv, d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-        rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
-        grid_rows = m._convolve(rows) if comp.convolve else rows
-        # FFT round-off can leave -1e-17 where the shape is zero (as in Model1D._shape_grid)
-        grid_rows[0] = np.maximum(grid_rows[0], 0.0)
-        norm = float(grid_rows[0] @ m._trapz_weights)
+        grid_rows, norm, dv, d2v = self.model._shape_grid_with_hessian(i, vals)
         events = self._interp(grid_rows)
         f = (events[0] / norm if norm > 0 and math.isfinite(norm)
              else np.full_like(self.data, np.nan))

@@ -565,7 +565,7 @@ class UnbinnedNLL:
         if order >= 2 and t.dg is None:
             if eb is not None:
                 ch = comp.shape.coefficients_with_hessian(vals)[2]  # type: ignore[union-attr]
-                t.d2v = np.moveaxis(np.asarray(ch, dtype=float), 0, -1)
+                t.d2v = np.asarray(ch, dtype=float).transpose(1, 2, 0)
                 dv_events = t.dv @ eb
             else:
                 if t.d2v is None:
@@ -605,7 +605,7 @@ class UnbinnedNLL:
         t = _Terms(vals, (coef @ eb) / norm, norm)  # type: ignore[operator]
         t.dv = np.asarray(jac, dtype=float).T
         t.i_a = t.dv @ kappa
-        t.d2v = np.moveaxis(np.asarray(ch, dtype=float), 0, -1)
+        t.d2v = np.asarray(ch, dtype=float).transpose(1, 2, 0)
         t.i_ab = t.d2v @ kappa
         t.dg = (t.dv @ eb - t.i_a[:, None] * t.f[None, :]) / norm  # type: ignore[index]
         return t

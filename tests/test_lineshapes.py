@@ -21,6 +21,7 @@ from toyengine.core.lineshapes import (
     sphere_coefficients,
     sphere_coefficients_hessian,
     sphere_coefficients_jacobian,
+    sphere_coefficients_with_derivatives,
 )
 from toyengine.errors import ModelError
 
@@ -358,6 +359,17 @@ def test_sphere_hessian_vs_finite_differences(phis: list[float]) -> None:
         np.testing.assert_allclose(hess[:, :, j], num, atol=1e-9)
     np.testing.assert_array_equal(hess, hess.transpose(0, 2, 1))
     np.testing.assert_allclose(hess.sum(axis=0), 0.0, atol=1e-14)  # Σ b_k = 1
+
+
+@pytest.mark.parametrize("phis", [[], [0.3], [0.3, 1.1], [0.0, math.pi / 2, 0.7]])
+def test_sphere_coefficients_with_derivatives_are_the_separate_ones(phis: list[float]) -> None:
+    # the same products in the same order: equal bit for bit (a fit gives the same numbers)
+    b, jac, hess = sphere_coefficients_with_derivatives(np.array(phis))
+    np.testing.assert_array_equal(b, sphere_coefficients(np.array(phis)))
+    np.testing.assert_array_equal(jac, sphere_coefficients_jacobian(np.array(phis)))
+    np.testing.assert_array_equal(hess, sphere_coefficients_hessian(np.array(phis)))
+    assert jac.shape == (len(phis) + 1, len(phis))
+    assert hess.shape == (len(phis) + 1, len(phis), len(phis))
 
 
 def test_sphere_angles_round_trip() -> None:

@@ -423,3 +423,26 @@ def test_reused_minuit_gives_the_same_fit_and_hesse_can_be_skipped():
     assert np.all(np.isnan(quick.errors)) and np.all(np.isnan(quick.covariance))
     # both minima meet MIGRAD's EDM goal (1e-4 in -ln L for tol = 0.1)
     assert abs(quick.nll - first.nll) < 2e-4
+
+
+def test_memoised_grid_terms_give_the_same_derivatives_and_stay_bounded():
+    """The grid terms a model keeps for the Hessian (shared by the likelihoods of every
+    toy, :meth:`Model1D._shape_grid_with_hessian`) give the same gradient and Hessian, bit
+    for bit, as those of a fresh model; the memo keeps at most ``_HESSIAN_MEMO`` values."""
+    from toyengine.core import model1d
+
+    model = build_tcc({})
+    params = model.parameters
+    x = model.sample(params.values, np.random.default_rng(5))
+    first = model.nll(x)
+    hess_fresh = first.hessian(params.values)
+    grad_fresh = first.grad(params.values)
+    for k in range(2 * model1d._HESSIAN_MEMO):  # other points, as a fit would visit
+        first.hessian(params.values * (1.0 + 1e-3 * (k + 1)))
+    assert all(len(m) <= model1d._HESSIAN_MEMO for m in model._hessian_memo)
+    first.hessian(params.values)  # back in the memo, then read by another toy's likelihood
+    again = model.nll(x)
+    np.testing.assert_array_equal(again.hessian(params.values), hess_fresh)
+    np.testing.assert_array_equal(again.grad(params.values), grad_fresh)
+    fresh = build_tcc({}).nll(x)
+    np.testing.assert_array_equal(fresh.hessian(params.values), hess_fresh)

@@ -49,3 +49,14 @@ def test_updated_and_constraints():
 def test_with_values_clips_into_limits():
     ps = _ps().with_values([9.0, 0.0, 0.0])
     assert ps["a"].value == 5.0
+
+
+def test_limit_arrays_are_the_limits_and_steps_read_only():
+    ps = _ps()
+    lower, upper, step = ps.limit_arrays
+    np.testing.assert_array_equal(lower, [p.limits[0] for p in ps])
+    np.testing.assert_array_equal(upper, [p.limits[1] for p in ps])
+    np.testing.assert_array_equal(step, [p.error_guess for p in ps])
+    assert ps.limit_arrays[0] is lower  # computed once per set
+    with pytest.raises(ValueError, match="read-only"):
+        lower[0] = 1.0

@@ -377,9 +377,7 @@ def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     limit, :func:`_refit_at_limits`, takes over after MIGRAD, as before)."""
     t0 = time.perf_counter()
     free = params.free_mask
-    lower = np.array([p.limits[0] for p in params])
-    upper = np.array([p.limits[1] for p in params])
-    scale = np.array([p.error_guess for p in params])
+    lower, upper, scale = params.limit_arrays
     errordef = Minuit.LIKELIHOOD  # as the MIGRAD path: every NLL here is a −ln L
     try:
         with np.errstate(all="ignore"):
@@ -593,14 +591,17 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
 
 def _at_limits(params: ParameterSet, values: np.ndarray) -> dict[str, float]:
     """Free parameters within ``LIMIT_TOLERANCE`` steps of a finite limit -> that limit."""
+    lower, upper, step = params.limit_arrays
+    values = np.asarray(values, dtype=float)
+    tol = LIMIT_TOLERANCE * step
+    # |v - limit| is not finite (never <= tol) for an infinite limit or value
+    with np.errstate(invalid="ignore"):
+        near_lo = np.abs(values - lower) <= tol
+        near_hi = np.abs(values - upper) <= tol
     out = {}
-    for p, v in zip(params, values, strict=True):
-        if p.fixed or not math.isfinite(v):
-            continue
-        tol = LIMIT_TOLERANCE * p.error_guess
-        for lim in p.limits:
-            if math.isfinite(lim) and abs(v - lim) <= tol:
-                out[p.name] = lim
+    for i in np.flatnonzero((near_lo | near_hi) & params.free_mask):
+        p = params.params[i]
+        out[p.name] = float(upper[i] if near_hi[i] else lower[i])
     return out
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "sphere_coefficients",
     "sphere_coefficients_hessian",
     "sphere_coefficients_jacobian",
+    "sphere_coefficients_with_derivatives",
 ]
 
 #: D_L(z) as polynomials in z², lowest power first (von Hippel and Quigg, Phys. Rev. D 5
@@ -554,7 +555,7 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     if phis.ndim != 1:
         msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
         raise ModelError(msg)
-    return np.array(_sphere_products(phis.tolist(), 0))
+    return np.array(_sphere_products(phis.tolist(), 0)[0])
 
 
 def _sphere_trig(phis: list[float]) -> list[tuple[float, float, float, float]]:
@@ -579,33 +580,37 @@ def _sphere_factors(trig: list[tuple[float, float, float, float]], k: int
 
 
 def _sphere_products(phis: list[float], order: int) -> list:
-    """b_k (order 0), ∂b_k/∂φ_j (order 1) or ∂²b_k/∂φ_j∂φ_l (order 2) as nested lists.
+    """b_k, ∂b_k/∂φ_j and ∂²b_k/∂φ_j∂φ_l as nested lists, the orders 0 to ``order``.
 
     A derivative of the product b_k = Π h_i replaces the factor of each differentiated
     angle by its derivative (h'' when both derivatives hit the same angle); it is zero when
     the angle is not a factor of b_k. Plain floats and no division: fast for the few angles
-    of a background polynomial and exact at φ = 0 or π/2.
+    of a background polynomial and exact at φ = 0 or π/2. The one-angle factors are
+    computed once for all the orders asked for.
     """
     n = len(phis)
     trig = _sphere_trig(phis)
-    rows: list = []
-    if order == 0:  # b_k = sin²φ_0 ⋯ sin²φ_{k-1} cos²φ_k, multiplied in that order
-        prod = 1.0
-        for sin2, cos2, _, _ in trig:
-            rows.append(prod * cos2)
-            prod *= sin2
-        rows.append(prod)
-        return rows
+    rows: list = []  # b_k = sin²φ_0 ⋯ sin²φ_{k-1} cos²φ_k, multiplied in that order
+    prod = 1.0
+    for sin2, cos2, _, _ in trig:
+        rows.append(prod * cos2)
+        prod *= sin2
+    rows.append(prod)
+    out = [rows]
+    if order == 0:
+        return out
+    jac: list = []
+    hess: list = []
     for k in range(n + 1):
         fac = _sphere_factors(trig, k)
+        row = [0.0] * n
+        for j, _, _, _ in fac:
+            prod = 1.0
+            for i, h, h1, _ in fac:
+                prod *= h1 if i == j else h
+            row[j] = prod
+        jac.append(row)
         if order == 1:
-            row = [0.0] * n
-            for j, _, _, _ in fac:
-                prod = 1.0
-                for i, h, h1, _ in fac:
-                    prod *= h1 if i == j else h
-                row[j] = prod
-            rows.append(row)
             continue
         mat = [[0.0] * n for _ in range(n)]
         for j, _, _, _ in fac:
@@ -614,8 +619,24 @@ def _sphere_products(phis: list[float], order: int) -> list:
                 for i, h, h1, h2 in fac:
                     prod *= (h2 if i == j == l else h1 if i in (j, l) else h)
                 mat[j][l] = prod
-        rows.append(mat)
-    return rows
+        hess.append(mat)
+    out.append(jac)
+    if order == 2:
+        out.append(hess)
+    return out
+
+
+def sphere_coefficients_with_derivatives(
+    phis: ArrayLike,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`sphere_coefficients`, :func:`sphere_coefficients_jacobian` and
+    :func:`sphere_coefficients_hessian` together (the same numbers), their common products
+    formed once: shapes (n + 1,), (n + 1, n) and (n + 1, n, n)."""
+    phis = np.atleast_1d(np.asarray(phis, dtype=float))
+    n = phis.size
+    b, jac, hess = _sphere_products(phis.tolist(), 2)
+    return (np.array(b), np.array(jac).reshape(n + 1, n),
+            np.array(hess).reshape(n + 1, n, n))
 
 
 def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -627,7 +648,7 @@ def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
     sin or cos, so it is exact at φ = 0 or π/2.
     """
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    return np.array(_sphere_products(phis.tolist(), 1)).reshape(phis.size + 1, phis.size)
+    return np.array(_sphere_products(phis.tolist(), 1)[1]).reshape(phis.size + 1, phis.size)
 
 
 def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -641,7 +662,7 @@ def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
     """
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
     n = phis.size
-    return np.array(_sphere_products(phis.tolist(), 2)).reshape(n + 1, n, n)
+    return np.array(_sphere_products(phis.tolist(), 2)[2]).reshape(n + 1, n, n)
 
 
 def sphere_angles(coeffs: ArrayLike) -> NDArray[np.float64]:

@@ -51,6 +51,9 @@ __all__ = [
     "sample_piecewise_linear",
 ]
 
+#: how many shape values :meth:`Model1D._shape_grid_with_hessian` keeps per component
+_HESSIAN_MEMO = 8
+
 #: stream name of a toy drawn from the total density (a model with a negative yield); not
 #: a valid component name of the declarative builder, so it never shares a component's
 #: streams
@@ -214,6 +217,10 @@ class Model1D:
                            for b in self._basis_grid]
         # per component: the values its entry belongs to and the normalised grid density
         self._cache: list[dict[str, object]] = [{} for _ in self.components]
+        # per parametric component: its grid terms up to second derivatives at the last
+        # few shape values (:meth:`_shape_grid_with_hessian`)
+        self._hessian_memo: list[dict[tuple[float, ...], tuple]] = [
+            {} for _ in self.components]
 
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
@@ -245,6 +252,39 @@ class Model1D:
         g = self._convolve(f) if comp.convolve else f
         g = np.maximum(g, 0.0)  # FFT round-off can leave -1e-17 where the shape is zero
         return g, float(g @ self._trapz_weights)
+
+    def _shape_grid_with_hessian(self, i: int, vals: tuple[float, ...]
+                                 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+        """Parametric component ``i`` at shape values ``vals``: the unnormalised
+        (convolved) density and its first derivatives on the fit-range grid (rows, one
+        batched FFT pair), its trapezoid integral, and the shape's first and second
+        derivatives on its evaluation grid; what a likelihood's Hessian needs before the
+        events enter.
+
+        Shared by every likelihood of the model and kept for the last
+        :data:`_HESSIAN_MEMO` values asked for: the fits of a study's toys all start at the
+        same values (the generation values), so each toy's first point is found here. The
+        entries are never modified."""
+        memo = self._hessian_memo[i]
+        hit = memo.pop(vals, None)
+        if hit is None:
+            comp = self.components[i]
+            xs = self.ext_grid if comp.convolve else self.grid
+            v, dv, d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+            rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
+            grid_rows = self._convolve(rows) if comp.convolve else rows
+            # FFT round-off can leave -1e-17 where the shape is zero (as in _shape_grid)
+            grid_rows[0] = np.maximum(grid_rows[0], 0.0)
+            hit = (grid_rows, float(grid_rows[0] @ self._trapz_weights), dv, d2v)
+            for a in (grid_rows, dv, d2v):
+                a.setflags(write=False)
+            while len(memo) >= _HESSIAN_MEMO:
+                try:  # the oldest entry (dicts keep their order of insertion)
+                    memo.pop(next(iter(memo)), None)
+                except (StopIteration, RuntimeError):  # another thread changed it
+                    break
+        memo[vals] = hit
+        return hit
 
     def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
         return tuple([float(x[j]) for j in self._shape_idx[i]])
@@ -295,7 +335,7 @@ class Model1D:
         """Every component can give analytic second derivatives of its shape."""
         for c, basis in zip(self.components, self._basis_grid, strict=True):
             if basis is not None:
-                if not hasattr(c.shape, "coefficients_hessian"):
+                if not hasattr(c.shape, "coefficients_with_hessian"):
                     return False
             elif not hasattr(c.shape, "evaluate_with_hessian"):
                 return False
@@ -500,8 +540,9 @@ class UnbinnedNLL:
         t = self._terms_cache[i]
         comp = m.components[i]
         eb = self._event_basis[i]
-        if (t is None or t.vals != vals) and order >= 2 and eb is None:
-            t = self._terms_cache[i] = self._terms_with_hessian(i, vals)
+        if (t is None or t.vals != vals) and order >= 2:
+            t = self._terms_cache[i] = (self._terms_with_hessian(i, vals) if eb is None
+                                        else self._linear_terms_with_hessian(i, vals))
         if t is None or t.vals != vals:
             if eb is not None:
                 coef = np.asarray(comp.shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
@@ -523,8 +564,8 @@ class UnbinnedNLL:
             t.i_a = t.dv @ self._norm_map(i)
         if order >= 2 and t.dg is None:
             if eb is not None:
-                ch = np.asarray(comp.shape.coefficients_hessian(vals), dtype=float)  # type: ignore[union-attr]
-                t.d2v = np.moveaxis(ch, 0, -1)
+                ch = comp.shape.coefficients_with_hessian(vals)[2]  # type: ignore[union-attr]
+                t.d2v = np.asarray(ch, dtype=float).transpose(1, 2, 0)
                 dv_events = t.dv @ eb
             else:
                 if t.d2v is None:
@@ -540,15 +581,7 @@ class UnbinnedNLL:
         second derivatives, the shape and its first derivatives convolved and interpolated
         together (one batched FFT pair): what a Hessian asked for before the value needs
         (the Newton fitter's order)."""
-        m = self.model
-        comp = m.components[i]
-        xs = m.ext_grid if comp.convolve else m.grid
-        v, dv, d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-        rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
-        grid_rows = m._convolve(rows) if comp.convolve else rows
-        # FFT round-off can leave -1e-17 where the shape is zero (as in Model1D._shape_grid)
-        grid_rows[0] = np.maximum(grid_rows[0], 0.0)
-        norm = float(grid_rows[0] @ m._trapz_weights)
+        grid_rows, norm, dv, d2v = self.model._shape_grid_with_hessian(i, vals)
         events = self._interp(grid_rows)
         f = (events[0] / norm if norm > 0 and math.isfinite(norm)
              else np.full_like(self.data, np.nan))
@@ -558,6 +591,23 @@ class UnbinnedNLL:
         t.i_a = dv @ kappa
         t.i_ab = d2v @ kappa
         t.dg = (events[1:] - t.i_a[:, None] * f[None, :]) / norm
+        return t
+
+    def _linear_terms_with_hessian(self, i: int, vals: tuple[float, ...]) -> _Terms:
+        """Linear component ``i`` at coefficient parameters ``vals`` with all its terms up
+        to the second derivatives, the coefficients and their derivatives computed together
+        (``coefficients_with_hessian``)."""
+        m = self.model
+        eb = self._event_basis[i]
+        coef, jac, ch = m.components[i].shape.coefficients_with_hessian(vals)  # type: ignore[union-attr]
+        kappa = m._basis_int[i]
+        norm = float(np.asarray(coef, dtype=float) @ kappa)  # type: ignore[operator]
+        t = _Terms(vals, (coef @ eb) / norm, norm)  # type: ignore[operator]
+        t.dv = np.asarray(jac, dtype=float).T
+        t.i_a = t.dv @ kappa
+        t.d2v = np.asarray(ch, dtype=float).transpose(1, 2, 0)
+        t.i_ab = t.d2v @ kappa
+        t.dg = (t.dv @ eb - t.i_a[:, None] * t.f[None, :]) / norm  # type: ignore[index]
         return t
 
     def _norm_map(self, i: int) -> np.ndarray:
@@ -760,31 +810,41 @@ def inverse_cdf_piecewise_linear(grid: np.ndarray, dens: np.ndarray,
     return _inverse_cdf(grid, _cdf_table(grid, dens), u)
 
 
-def _cdf_table(grid: np.ndarray, dens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The density clipped at zero, the trapezoid area of each cell and their cumulative
-    sum: what :func:`_inverse_cdf` needs (a model keeps it with its grid density)."""
+def _cdf_table(grid: np.ndarray, dens: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The density clipped at zero, the trapezoid area of each cell, their cumulative sum
+    with a leading zero (the area below each node) and the cell widths: what
+    :func:`_inverse_cdf` needs (a model keeps it with its grid density)."""
     dens = np.maximum(np.asarray(dens, dtype=float), 0.0)
-    area = 0.5 * (dens[:-1] + dens[1:]) * np.diff(grid)
-    return dens, area, np.cumsum(area)
+    dx = np.diff(grid)
+    area = 0.5 * (dens[:-1] + dens[1:]) * dx
+    below = np.empty(len(grid))
+    below[0] = 0.0
+    np.cumsum(area, out=below[1:])
+    return dens, area, below, dx
 
 
-def _inverse_cdf(grid: np.ndarray, table: tuple[np.ndarray, np.ndarray, np.ndarray],
+def _inverse_cdf(grid: np.ndarray,
+                 table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                  u: np.ndarray) -> np.ndarray:
     """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`."""
     u = np.asarray(u, dtype=float)
     if u.size == 0:
         return np.empty(0)
-    dens, area, cdf = table
-    if not (cdf[-1] > 0 and math.isfinite(cdf[-1])):
+    dens, area, below, dx = table
+    total = below[-1]
+    if not (total > 0 and math.isfinite(total)):
         msg = "cannot sample a density that is zero or not finite everywhere"
         raise ModelError(msg)
-    target = u * cdf[-1]
-    cell = np.minimum(np.searchsorted(cdf, target, side="right"), len(area) - 1)
-    below = np.where(cell > 0, cdf[cell - 1], 0.0)
-    area_c = area[cell]
-    w = np.divide(target - below, area_c, out=np.full_like(target, 0.5), where=area_c > 0)
-    np.clip(w, 0.0, 1.0, out=w)
-    a, b = dens[cell], dens[cell + 1]
+    target = u * total
+    cell = np.searchsorted(below[1:], target, side="right")
+    np.minimum(cell, len(area) - 1, out=cell)
+    area_c = np.take(area, cell)
+    w = np.divide(target - np.take(below, cell), area_c, out=np.full(target.shape, 0.5),
+                  where=area_c > 0)
+    np.maximum(w, 0.0, out=w)
+    np.minimum(w, 1.0, out=w)
+    a, b = np.take(dens, cell), np.take(dens, cell + 1)
     den = a + np.sqrt(a * a + (b * b - a * a) * w)
     t = np.divide(w * (a + b), den, out=w.copy(), where=den > 0)
-    return grid[cell] + t * (grid[cell + 1] - grid[cell])
+    return np.take(grid, cell) + t * np.take(dx, cell)

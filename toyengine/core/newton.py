@@ -154,6 +154,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         on the limit), the start is not finite, or the trust region collapses.
     """
     idx = np.flatnonzero(free)
+    all_free = len(idx) == len(free)  # then no rows or columns to pick
     block = np.ix_(idx, idx)
     x = np.clip(np.asarray(x0, dtype=float).copy(), lower, upper)
     lo, hi, s = lower[idx], upper[idx], np.asarray(scale, dtype=float)[idx]
@@ -168,9 +169,13 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         calls["g"] += 1
         calls["h"] += 1
         # the Hessian first: a likelihood may keep the gradient it finds on the way
-        hh = np.asarray(hessian(xx), dtype=float)[block]
-        gg = np.asarray(grad(xx), dtype=float)[idx]
-        return gg, 0.5 * (hh + hh.T)
+        hh = np.asarray(hessian(xx), dtype=float)
+        gg = np.asarray(grad(xx), dtype=float)
+        if not all_free:
+            hh, gg = hh[block], gg[idx]
+        hh = hh + hh.T
+        hh *= 0.5
+        return gg, hh
 
     def result(converged: bool, message: str, edm: float, it: int) -> NewtonResult:
         return NewtonResult(x, f, g, h, edm, converged, it, calls["f"], calls["g"],
@@ -207,9 +212,10 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
                 radius = 1.0
             p = _subproblem(gs, w, q, radius) * s
         # stay inside the box: a step crossing a limit goes half-way to it
-        end = x[idx] + p
-        if np.any(end > hi) or np.any(end < lo):
-            room = np.where(p > 0, hi - x[idx], lo - x[idx])
+        xf = x if all_free else x[idx]
+        end = xf + p
+        if (end > hi).any() or (end < lo).any():
+            room = np.where(p > 0, hi - xf, lo - xf)
             moving = p != 0
             alpha = float(np.min(room[moving] / p[moving]))
             p = 0.5 * alpha * p
@@ -219,8 +225,11 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         else:
             limited = 0
         pred = -(float(g @ p) + 0.5 * float(p @ h @ p))
-        trial = x.copy()
-        trial[idx] += p
+        if all_free:
+            trial = end if limited == 0 else x + p  # ``end`` unless the step was shortened
+        else:
+            trial = x.copy()
+            trial[idx] += p
         # the derivatives first: a likelihood may compute them with its value in one pass
         # (they are wasted on a rejected step, rare once the trust region fits)
         g_new, h_new = derivatives(trial)

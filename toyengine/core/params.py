@@ -168,6 +168,17 @@ class ParameterSet:
         return np.array([not p.fixed for p in self.params], dtype=bool)
 
     @cached_property
+    def limit_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Lower limits, upper limits and :attr:`Parameter.error_guess` of every parameter
+        as read-only arrays (computed once per set: the fitter reads them on every fit)."""
+        out = (np.array([p.limits[0] for p in self.params], dtype=float),
+               np.array([p.limits[1] for p in self.params], dtype=float),
+               np.array([p.error_guess for p in self.params], dtype=float))
+        for a in out:
+            a.setflags(write=False)
+        return out
+
+    @cached_property
     def _indices(self) -> dict[str, int]:
         return {p.name: i for i, p in enumerate(self.params)}
 

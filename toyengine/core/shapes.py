@@ -19,8 +19,8 @@ from .lineshapes import (
     bernstein_basis,
     rbw_density,
     sphere_coefficients,
-    sphere_coefficients_hessian,
     sphere_coefficients_jacobian,
+    sphere_coefficients_with_derivatives,
 )
 
 __all__ = ["Chebyshev", "Exponential", "PeakShape", "PhaseSpacePolynomial", "RelativisticBW"]
@@ -155,11 +155,13 @@ class PhaseSpacePolynomial:
             return np.zeros((1, 0))
         return sphere_coefficients_jacobian(np.asarray(values, dtype=float))
 
-    def coefficients_hessian(self, values: tuple[float, ...]) -> np.ndarray:
-        """``d2 c_k / d phi_j d phi_l``, shape (order + 1, order, order)."""
+    def coefficients_with_hessian(self, values: tuple[float, ...]
+                                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The coefficients ``c_k``, ``d c_k / d phi_j`` and ``d2 c_k / d phi_j d phi_l``
+        together (shapes (order + 1,), (order + 1, order), (order + 1, order, order))."""
         if not values:
-            return np.zeros((1, 0, 0))
-        return sphere_coefficients_hessian(np.asarray(values, dtype=float))
+            return np.ones(1), np.zeros((1, 0)), np.zeros((1, 0, 0))
+        return sphere_coefficients_with_derivatives(np.asarray(values, dtype=float))
 
 
 @dataclass(frozen=True)

@@ -53,15 +53,21 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("value", _HP, _F8, math.nan, "param",
           "fitted value; NaN where the parameter is not in that hypothesis or the toy is not "
           "done"),
-    Field("error", _HP, _F8, math.nan, "param", "HESSE error (NaN for fixed parameters)"),
+    Field("error", _HP, _F8, math.nan, "param",
+          "HESSE error, or √diag of the inverse analytic Hessian after a Newton fit (NaN "
+          "for fixed parameters)"),
     Field("minos_lower", _HP, _F8, math.nan, "param",
           "signed MINOS lower error (NaN when MINOS was not run or failed for that parameter)"),
     Field("minos_upper", _HP, _F8, math.nan, "param",
           "signed MINOS upper error (NaN when MINOS was not run or failed for that parameter)"),
     Field("nll", _H, _F8, math.nan, "", "−ln L at the minimum"),
-    Field("valid", _H, _B, False, "", "MIGRAD valid and HESSE positive definite"),
+    Field("valid", _H, _B, False, "",
+          "converged (MIGRAD valid, or Newton's EDM below tolerance) with a positive-definite "
+          "covariance"),
     Field("edm", _H, _F8, math.nan, "", "estimated distance to minimum"),
-    Field("nfcn", _H, _I8, 0, "", "likelihood calls (all starts)"),
+    Field("nfcn", _H, _I8, 0, "",
+          "likelihood calls, all starts (a Newton point counts once for value, gradient and "
+          "Hessian)"),
     Field("fit_time", _H, _F8, math.nan, "s", "wall seconds of the fit (all starts)",
           machine=True),
     Field("status", _H, _I1, 0, "",

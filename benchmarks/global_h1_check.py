@@ -108,7 +108,8 @@ def main() -> None:
     a = ap.parse_args()
     t0 = time.time()
     spec = load_spec(a.study)
-    key = f"{Path(a.study).resolve()}|seed {spec.seed}|grid {list(a.grid)}"
+    # the grid refit depends on the study's models and toys, not on where its file lies
+    key = f"{spec.name}|seed {spec.seed}|grid {list(a.grid)}"
     store = json.loads(a.cache.read_text()) if a.cache and a.cache.exists() else {}
     cached = store.get(key, {})
     stop = a.first + a.toys

@@ -259,11 +259,7 @@ class Lineshape:
         # NR = m/(qcot − i q) (below the cut-off), e^{2iδ_B} = (qcot + i q)/(qcot − i q),
         # BW = s0/(m0² − m² − i s0 q/m) with s0 = m0² Γ0/q0
         q, q2 = geom["q"], geom["q2"]
-        if kind == "lass_nr":
-            a, rr = values
-        else:
-            m0, w0 = values[0] / 1000.0, values[1] / 1000.0
-            a, rr = values[2], values[3]
+        m0, w0, a, rr = self._lass_values(values)
         n = self.n_params
         need_q = (n - 2 in rows) or (n - 1 in rows)
         qcot = (1.0 / a) + (0.5 * rr) * q2
@@ -295,6 +291,13 @@ class Lineshape:
             out[rows[n - 1]] = dqc * (0.5 * q2)
         return out
 
+    def _lass_values(self, values: tuple[float, ...]) -> tuple[float, float, float, float]:
+        """``(m0, Γ0, a, r)`` of a LASS-family shape: pole mass and width in GeV (NaN for
+        ``lass_nr``, which has none), scattering length and effective range in GeV⁻¹."""
+        if self.kind == "lass_nr":
+            return math.nan, math.nan, values[0], values[1]
+        return values[0] / 1000.0, values[1] / 1000.0, values[2], values[3]
+
     def evaluate(self, kin: DalitzKinematics, geom: dict[str, np.ndarray],
                  values: tuple[float, ...]) -> np.ndarray:
         """Complex ``g`` at the points of ``geom`` for parameter ``values`` (MeV, GeV⁻¹)."""
@@ -317,11 +320,7 @@ class Lineshape:
             return out
         # LASS family (Eqs. 9–10)
         q, q2 = geom["q"], geom["q2"]
-        if kind == "lass_nr":
-            a, rr = values
-        else:
-            m0, w0 = values[0] / 1000.0, values[1] / 1000.0
-            a, rr = values[2], values[3]
+        m0, w0, a, rr = self._lass_values(values)
         qcot = (1.0 / a) + (0.5 * rr) * q2  # q cot δ_B
         den = qcot * qcot + q2
         out = np.zeros(q.shape, complex)

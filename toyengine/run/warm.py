@@ -1,8 +1,9 @@
 """Worker warm-up: what a worker does while the client prepares a run.
 
-Kept apart from :mod:`toyengine.run.runner` on purpose: ``client.run`` unpickles its
-function on the worker before returning, and this module imports nothing heavy, so the
-call returns at once; the imports and model building then happen in a worker thread.
+Kept apart from :mod:`toyengine.run.runner` (which imports this module, never the other
+way round) on purpose: ``client.run`` unpickles its function on the worker before
+returning, and this module imports nothing heavy, so the call returns at once; the imports
+and model building then happen in a worker thread.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ __all__ = ["warm_up"]
 async def warm_up(spec_pickle: bytes) -> None:
     """Run on every worker with ``client.run(warm_up, pickle.dumps(spec), wait=False)``
     (not waited for, so a coroutine) while the client times its estimate and creates the
-    store: import the chunk tasks' module and build the study's models (kept per process)
+    store: import the store writer and build the study's models (kept per process)
     in a thread off the worker's event loop, so that the first chunk does not pay for
     them."""
     import asyncio
@@ -24,8 +25,8 @@ async def warm_up(spec_pickle: bytes) -> None:
 def _prepare(spec_pickle: bytes) -> None:
     import pickle
 
+    from ..store import results  # noqa: F401 - what a chunk task writes with
     from ..study.plan import Plan
-    from . import runner  # noqa: F401 - the module of the chunk tasks
 
     try:
         Plan.of(pickle.loads(spec_pickle))  # noqa: S301 - our own client's pickle

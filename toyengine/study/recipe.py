@@ -309,6 +309,14 @@ def importance_log_ratios(spec: StudySpec, variant: Variant, data: Any) -> np.nd
                      for m in spec.importance["inject"]])
 
 
+def _variant(spec: StudySpec, variant: int) -> Variant:
+    """Variant ``variant`` of ``spec``, or a :class:`ModelError` naming the valid range."""
+    if not 0 <= variant < len(spec.variants):
+        msg = f"variant {variant} is out of range: the study has {len(spec.variants)}"
+        raise ModelError(msg)
+    return spec.variants[variant]
+
+
 def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
     """The exact data set the engine fitted in toy ``toy`` of variant ``variant``.
 
@@ -317,13 +325,10 @@ def toy_data(spec: StudySpec, toy: int, variant: int = 0) -> Any:
     under a hypothesis at the stored fitted values reproduces the stored ``nll`` (with the
     toy's global observables, :func:`global_observables`, in the constraint terms).
     """
-    if not 0 <= variant < len(spec.variants):
-        msg = f"variant {variant} is out of range: the study has {len(spec.variants)}"
-        raise ModelError(msg)
+    v = _variant(spec, variant)
     if not 0 <= toy:
         msg = f"toy {toy} must be >= 0"
         raise ModelError(msg)
-    v = spec.variants[variant]
     fixed = load_fixed_data(spec, generator_model(spec, v))
     if fixed is not None:
         return fixed
@@ -342,10 +347,7 @@ def asimov_data(spec: StudySpec, hypothesis: str | None = None,
     ``variant``'s toys (after the reference fit of a model-variation study). Raises
     :class:`~toyengine.errors.ModelError` for a model without ``asimov``.
     """
-    if not 0 <= variant < len(spec.variants):
-        msg = f"variant {variant} is out of range: the study has {len(spec.variants)}"
-        raise ModelError(msg)
-    v = spec.variants[variant]
+    v = _variant(spec, variant)
     if hypothesis is None:
         model = generator_model(spec, v)
     elif hypothesis in spec.models:

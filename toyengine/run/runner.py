@@ -74,6 +74,13 @@ TARGET_TASK_SECONDS = 5.0
 MAX_TASK_RATE = 50.0
 #: and the store below this many chunks (each chunk is one object per array)
 MAX_CHUNKS = 20000
+#: seconds of toys the client times to size the chunks and print the cost: enough to know
+#: the time per toy to ~10 % (chunk sizing needs a factor ~2), little enough not to delay
+#: the first chunk (the workers build their models meanwhile, on the same cores)
+ESTIMATE_SECONDS = 0.25
+#: what :func:`~toyengine.store.results.create_store` imports (≈ 1 s): imported in a
+#: thread while a new local cluster starts, its processes leaving the cores half idle
+STORE_CREATION_MODULES = ("xarray", "dask.array")
 
 
 @dataclass
@@ -204,6 +211,22 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
             signal.signal(signal.SIGINT, old)
     client = Client(cluster)
     return client, cluster
+
+
+def _import_in_background(modules: Sequence[str]) -> None:
+    """Import ``modules`` in a daemon thread (Python's import locks make a concurrent import
+    of the same module in another thread wait for this one, never import it twice)."""
+    import importlib
+    import threading
+
+    def run() -> None:
+        for mod in modules:
+            try:
+                importlib.import_module(mod)
+            except Exception:  # noqa: BLE001, S112 - only a head start: the real import
+                continue  # meets the same problem and reports it
+
+    threading.Thread(target=run, daemon=True, name="toyengine-import").start()
 
 
 def _main_thread() -> bool:
@@ -389,6 +412,8 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params),
                              yes)
         if own_client:
+            if not existing:
+                _import_in_background(STORE_CREATION_MODULES)
             client, cluster = _make_client(workers, scheduler, security, connect_timeout)
         try:
             check_workers_import(client, spec)
@@ -402,7 +427,8 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                 if chunk_size is None or progress is not None:
                     # timed toys: size the chunks and tell the user what the run costs
                     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                    cost = estimate_cost(plan, toys=50, budget=1.0, workers=n_workers)
+                    cost = estimate_cost(plan, toys=50, budget=ESTIMATE_SECONDS,
+                                         workers=n_workers)
                     check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
                                      len(params), yes, cost.seconds_per_toy)
                     if progress is not None:

@@ -20,7 +20,9 @@ launch → cluster up, launch → first result. Then the medians over fresh proc
 
 The code under test is whatever ``python -m toyengine`` imports in this environment: set
 ``PYTHONPATH`` to a checkout to measure it (this script imports nothing of toyengine, so it
-measures older commits too). The machine's load average is printed with the numbers.
+measures older commits too; the processes run in an empty directory, so that ``-m`` does
+not pick up a checkout from the working directory; the package's path is printed). The
+machine's load average is printed with the numbers.
 
 Usage: python benchmarks/bench_first_result.py [--runs N] [--workers W] [--study PATH]
 """
@@ -47,13 +49,13 @@ def first_result(study: Path, workers: int) -> tuple[float, float]:
     """One run of the study in a fresh store: (launch → cluster up, launch → first result)
     in seconds, read from the time stamps of its standard-error lines."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_first_result_"))
-    cmd = [sys.executable, "-m", "toyengine", "run", str(study), "--store",
+    cmd = [sys.executable, "-m", "toyengine", "run", str(study.resolve()), "--store",
            str(tmp / "tcc_pulls.zarr"), "--summary", "--workers", str(workers)]
     up = first = None
     lines: list[str] = []
     try:
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -74,19 +76,19 @@ def first_result(study: Path, workers: int) -> tuple[float, float]:
     return up, first
 
 
-def import_seconds() -> float:
-    """``import toyengine`` in a fresh interpreter, timed inside it."""
+def import_seconds(cwd: str) -> tuple[float, str]:
+    """``import toyengine`` in a fresh interpreter, timed inside it; and the package's path."""
     code = ("import time; t = time.perf_counter(); import toyengine; "
-            "print(time.perf_counter() - t)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
-    return float(out.split()[-1])
+            "print(time.perf_counter() - t, toyengine.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[-2]), out[-1]
 
 
-def help_seconds() -> float:
+def help_seconds(cwd: str) -> float:
     """The whole ``python -m toyengine --help`` process, wall clock."""
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "toyengine", "--help"], cwd=ROOT, check=True,
+    subprocess.run([sys.executable, "-m", "toyengine", "--help"], cwd=cwd, check=True,
                    capture_output=True)
     return time.monotonic() - t0
 
@@ -95,7 +97,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="study runs (default 5)")
     ap.add_argument("--workers", type=int, default=2, help="local workers (default 2)")
-    ap.add_argument("--study", type=Path, default=ROOT / "studies/tcc/pulls.yaml")
+    ap.add_argument("--study", type=Path, default=ROOT / "studies/tcc/pulls.yaml",
+                    help="the study file (default: this checkout's T_cc+ pulls study)")
     ap.add_argument("--quick-runs", type=int, default=10,
                     help="runs of the import and --help timings (default 10)")
     args = ap.parse_args()
@@ -108,8 +111,10 @@ def main() -> None:
         firsts.append(first)
         print(f"run {i + 1}: launch → cluster up {up:.2f} s, cluster up → first result "
               f"{first - up:.2f} s, launch → first result {first:.2f} s")
-    imports = [import_seconds() for _ in range(args.quick_runs)]
-    helps = [help_seconds() for _ in range(args.quick_runs)]
+    with tempfile.TemporaryDirectory() as cwd:
+        timed = [import_seconds(cwd) for _ in range(args.quick_runs)]
+        helps = [help_seconds(cwd) for _ in range(args.quick_runs)]
+    imports = [t for t, _ in timed]
     med = statistics.median
     print(f"cluster up → first result: median {med(gaps):.2f} s "
           f"(min {min(gaps):.2f}, max {max(gaps):.2f}; {args.runs} runs, "
@@ -117,7 +122,7 @@ def main() -> None:
     print(f"launch → cluster up: median {med(ups):.2f} s; launch → first result: median "
           f"{med(firsts):.2f} s")
     print(f"import toyengine: median {med(imports):.3f} s "
-          f"(min {min(imports):.3f}; {args.quick_runs} fresh processes)")
+          f"(min {min(imports):.3f}; {args.quick_runs} fresh processes; {timed[0][1]})")
     print(f"toyengine --help (whole process): median {med(helps):.3f} s "
           f"(min {min(helps):.3f}; {args.quick_runs} runs)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

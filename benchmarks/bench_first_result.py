@@ -21,8 +21,10 @@ launch → cluster up, launch → first result. Then the medians over fresh proc
 The code under test is whatever ``python -m toyengine`` imports in this environment: set
 ``PYTHONPATH`` to a checkout to measure it (this script imports nothing of toyengine, so it
 measures older commits too; the processes run in an empty directory, so that ``-m`` does
-not pick up a checkout from the working directory; the package's path is printed). The
-machine's load average is printed with the numbers.
+not pick up a checkout from the working directory; the package's path is printed). Compare
+checkouts with their bytecode caches written (``python -m compileall CHECKOUT/toyengine``,
+needed where ``PYTHONDONTWRITEBYTECODE`` is set): else every process, workers included,
+compiles the sources again. The machine's load average is printed with the numbers.
 
 Usage: python benchmarks/bench_first_result.py [--runs N] [--workers W] [--study PATH]
 """

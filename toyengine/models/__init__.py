@@ -9,6 +9,9 @@ shipped builder declares its options once, as a :class:`toyengine.models.options
 subclass, and registers both with :func:`register_builder`; the study validator,
 ``toyengine schema`` and the option tables of ``docs/study-format.md`` all read that declaration.
 
+The shipped builders are imported when a study first names one (:class:`BuilderRegistry`):
+a T_cc⁺ study never imports the Z_c(4100)⁻ Dalitz model and its interpolation code.
+
 A study names a builder in one of three ways: a registered name (:data:`BUILDERS`), an import
 path ``package.module:function`` (a plug-in), or the name of an entry point in the
 ``toyengine.models`` group (an installed plug-in package). Plug-ins get their options as
@@ -18,7 +21,7 @@ written; their own code checks them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
@@ -29,8 +32,8 @@ from ..errors import ModelError
 from .options import BuilderOptions
 from .protocol import REQUIRED_MEMBERS, ToyModel, missing_members
 
-__all__ = ["BUILDERS", "ENTRY_POINT_GROUP", "Builder", "check_model", "get_builder",
-           "plugin_module", "register_builder"]
+__all__ = ["BUILDERS", "ENTRY_POINT_GROUP", "Builder", "BuilderRegistry", "check_model",
+           "get_builder", "plugin_module", "register_builder"]
 
 #: entry-point group of installed model plug-ins
 ENTRY_POINT_GROUP = "toyengine.models"
@@ -45,19 +48,65 @@ class Builder:
     options: type[BuilderOptions]
 
 
-#: registered builders by name
-BUILDERS: dict[str, Builder] = {}
+class BuilderRegistry(MutableMapping[str, Builder]):
+    """Registered builders by name. ``lazy`` maps the name of a shipped builder to
+    ``"module:build_function:OptionsClass"`` (a module of this package): the module is
+    imported and the builder registered when the name is first looked up, while ``in``,
+    ``len`` and iteration see every name without importing anything."""
+
+    def __init__(self, lazy: Mapping[str, str]):
+        self._builders: dict[str, Builder] = {}
+        self._lazy = dict(lazy)
+
+    def __getitem__(self, name: str) -> Builder:
+        if name not in self._builders and name in self._lazy:
+            module, build, options = self._lazy[name].split(":")
+            mod = importlib.import_module(f"{__name__}.{module}")
+            self._builders[name] = _builder(name, getattr(mod, build), getattr(mod, options))
+        return self._builders[name]
+
+    def __setitem__(self, name: str, builder: Builder) -> None:
+        self._lazy.pop(name, None)  # a builder registered by hand replaces a shipped one
+        self._builders[name] = builder
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._lazy.pop(name, None)
+        self._builders.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._builders or name in self._lazy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*self._lazy, *self._builders]))
+
+    def __len__(self) -> int:
+        return len(self._lazy.keys() | self._builders.keys())
+
+
+#: registered builders by name (the shipped ones: imported on first use)
+BUILDERS: BuilderRegistry = BuilderRegistry({
+    "mass1d": "mass1d:build_mass1d:Mass1dOptions",
+    "tcc": "tcc:build_tcc:TccOptions",
+    "zc4100": "zc4100:build_zc4100:Zc4100Options",
+    "gauss": "gauss:build_gauss:GaussOptions",
+})
+
+
+def _builder(name: str, build: Callable[..., Any], options: type[BuilderOptions]) -> Builder:
+    if not (isinstance(options, type) and issubclass(options, BuilderOptions)):
+        msg = f"builder {name!r}: options must be a BuilderOptions subclass, got {options!r}"
+        raise TypeError(msg)
+    options.builder_name = name
+    return Builder(name, build, options)
 
 
 def register_builder(name: str, build: Callable[..., Any],
                      options: type[BuilderOptions]) -> Builder:
     """Make ``build`` available to study files as ``builder: name``; ``options`` declares
     what ``models.<m>.options`` may hold (see :mod:`toyengine.models.options`)."""
-    if not (isinstance(options, type) and issubclass(options, BuilderOptions)):
-        msg = f"builder {name!r}: options must be a BuilderOptions subclass, got {options!r}"
-        raise TypeError(msg)
-    options.builder_name = name
-    b = Builder(name, build, options)
+    b = _builder(name, build, options)
     BUILDERS[name] = b
     return b
 
@@ -151,18 +200,3 @@ def check_model(model: Any, name: str) -> ToyModel:
                "toyengine.models.protocol.ToyModel (docs/models.md)")
         raise ModelError(msg)
     return model
-
-
-def _register_shipped() -> None:
-    from .gauss import GaussOptions, build_gauss
-    from .mass1d import Mass1dOptions, build_mass1d
-    from .tcc import TccOptions, build_tcc
-    from .zc4100 import Zc4100Options, build_zc4100
-
-    register_builder("mass1d", build_mass1d, Mass1dOptions)
-    register_builder("tcc", build_tcc, TccOptions)
-    register_builder("zc4100", build_zc4100, Zc4100Options)
-    register_builder("gauss", build_gauss, GaussOptions)
-
-
-_register_shipped()

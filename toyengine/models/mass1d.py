@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -81,6 +81,7 @@ class Mass1dOptions(BuilderOptions):
     (shapes, parameters and units: ``docs/models.md``). The nested declarations are checked by
     :func:`build_mass1d`, whose errors name the field (``components[0].params.mean``)."""
 
+    builder_name: ClassVar[str] = "mass1d"
     observable: dict[str, Any] = Field(description=OPTIONS["observable"][1])
     parameters: dict[str, Any] = Field(description=OPTIONS["parameters"][1])
     components: list[dict[str, Any]] = Field(description=OPTIONS["components"][1])

@@ -22,7 +22,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,7 +45,7 @@ from ..store.results import (
 from ..study.plan import Chunk, Plan
 from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate
-from ..study.show import estimate_cost
+from ..study.show import CostEstimate, estimate_cost
 from ..study.spec import StudySpec
 from .live import LivePhysics, Progress, live_part
 from .preflight import (
@@ -74,6 +74,12 @@ TARGET_TASK_SECONDS = 5.0
 MAX_TASK_RATE = 50.0
 #: and the store below this many chunks (each chunk is one object per array)
 MAX_CHUNKS = 20000
+#: seconds of toys the client times to size the chunks and print the cost: enough to know
+#: the time per toy to ~10 % (chunk sizing needs a factor ~2), little enough not to delay
+#: the first chunk
+ESTIMATE_SECONDS = 0.25
+#: what :func:`~toyengine.store.results.create_store` imports (≈ 1 s)
+STORE_CREATION_MODULES = ("xarray", "dask.array")
 
 
 @dataclass
@@ -204,6 +210,45 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
             signal.signal(signal.SIGINT, old)
     client = Client(cluster)
     return client, cluster
+
+
+class _StorePreparation:
+    """What the client needs before it creates a new store — the timed toys of the cost
+    estimate (:func:`~toyengine.study.show.estimate_cost`) and the imports of
+    :func:`~toyengine.store.results.create_store` — done in a daemon thread while a new
+    local cluster starts (the client process only waits for its workers then), instead of
+    after, where they compete for the cores with the workers' warm-up. Python's import
+    locks make the main thread wait for a module this thread is importing, never import
+    it twice."""
+
+    def __init__(self, plan: Plan, estimate: bool):
+        import threading
+
+        self.plan, self.estimate = plan, estimate
+        self.cost: CostEstimate | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True,
+                                       name="toyengine-prepare")
+        self.thread.start()
+
+    def _run(self) -> None:
+        import importlib
+
+        try:
+            if self.estimate:
+                self.cost = estimate_cost(self.plan, toys=50, budget=ESTIMATE_SECONDS)
+            for mod in STORE_CREATION_MODULES:
+                importlib.import_module(mod)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by result()
+            self.error = exc
+
+    def result(self, workers: int) -> CostEstimate | None:
+        """The cost estimate for ``workers`` workers (``None`` if none was asked for);
+        what the thread raised is raised here."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return None if self.cost is None else replace(self.cost, workers=workers)
 
 
 def _main_thread() -> bool:
@@ -388,6 +433,11 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         else:
             check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params),
                              yes)
+        if chunk_size is None:
+            chunk_size = spec.chunk_size
+        # timed toys size the chunks and tell the user what the run costs
+        estimate = not existing and (chunk_size is None or progress is not None)
+        preparation = _StorePreparation(plan, estimate) if own_client and not existing else None
         if own_client:
             client, cluster = _make_client(workers, scheduler, security, connect_timeout)
         try:
@@ -397,12 +447,12 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if progress is not None:
                 progress.write(f"Dask dashboard: {dashboard}\n")
             if not existing:
-                if chunk_size is None:
-                    chunk_size = spec.chunk_size
-                if chunk_size is None or progress is not None:
-                    # timed toys: size the chunks and tell the user what the run costs
+                if estimate:
                     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                    cost = estimate_cost(plan, toys=50, budget=1.0, workers=n_workers)
+                    cost = (preparation.result(n_workers) if preparation is not None else
+                            estimate_cost(plan, toys=50, budget=ESTIMATE_SECONDS,
+                                          workers=n_workers))
+                    assert cost is not None
                     check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
                                      len(params), yes, cost.seconds_per_toy)
                     if progress is not None:

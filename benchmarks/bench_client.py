@@ -1,4 +1,4 @@
-"""Client CPU per chunk with workers writing their own results (issue 15).
+"""Client CPU per chunk with workers writing their own results.
 
 Starts ``dask scheduler`` and two ``dask worker`` processes by hand (as on a real
 cluster), then runs the hello-world study into a fresh store twice, with N1 and N2

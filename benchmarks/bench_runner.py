@@ -1,7 +1,7 @@
 """Runner throughput: toys/s for the T_cc+ pulls study with 1 and 2 local workers, and the
 runner's overhead per chunk (store write + bookkeeping in the client).
 
-Targets (issue 3): 2 workers >= 1.8x one worker; overhead <= 50 ms per chunk.
+Targets: 2 workers >= 1.8x one worker; overhead <= 50 ms per chunk.
 Usage: python benchmarks/bench_runner.py [toys]
 """
 

@@ -1,4 +1,4 @@
-"""Peak memory of ``toyengine summary`` against the number of toys (issue 15).
+"""Peak memory of ``toyengine summary`` against the number of toys.
 
 Builds hello-world stores of N toys from metadata (no toy is materialised at creation),
 fills them chunk by chunk with synthetic fit records (the mean and width of 100 normal

@@ -1,4 +1,4 @@
-"""A campaign on a hand-started cluster gives the same store as a local run (issue 15).
+"""A campaign on a hand-started cluster gives the same store as a local run.
 
 Starts ``dask scheduler``, two ``dask worker`` processes and an S3-compatible server (moto,
 from the ``[test]`` extra) on 127.0.0.1, runs the hello-world study with N toys

@@ -208,6 +208,17 @@ class _Plain:
         return self.nll(x)
 
 
+def _profile_objective(nll: Callable[[np.ndarray], float],
+                       params: ParameterSet) -> Callable[[np.ndarray], float]:
+    """What a profile fit over the free parameters of ``params`` minimises: the likelihood's
+    own restriction to them with an exact gradient and Hessian (``nll.restricted(free)``,
+    e.g. :meth:`toyengine.core.dalitz.DalitzNLL.restricted`, then a Newton fit) where it
+    offers one, else ``nll`` with numerical derivatives (:class:`_Plain`)."""
+    restrict = getattr(nll, "restricted", None)
+    obj = restrict(params.free_mask) if restrict is not None else None
+    return obj if obj is not None else _Plain(nll)
+
+
 def scan_grid(params: ParameterSet, names: Sequence[str],
                shape: Sequence[int]) -> np.ndarray:
     """Cell centres of a ``shape`` grid over the scan box (:func:`_scan_box`: the limits)
@@ -238,7 +249,7 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
     fixed = params.updated({n: {"fixed": True} for n in params.free_names
                             if n not in floated})
     idx = [params.index(n) for n in free_scan]
-    plain = _Plain(nll)
+    plain = _profile_objective(nll, fixed)
     points = scan_grid(params, free_scan, profile.grid)
     prof = np.full(len(points), np.inf)
     values = [x0] * len(points)

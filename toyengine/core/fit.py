@@ -159,8 +159,10 @@ class ProfileStarts:
     Before the full fits, the scan parameters (e.g. the mass and width of a signal that
     exists only under the alternative hypothesis) are fixed at each point of a ``grid``
     over their whole allowed range (cell centres of :func:`_scan_box`) and only the
-    ``free`` parameters are fitted there, cheaply (numerical derivatives, MIGRAD strategy
-    0, loose tolerance, no HESSE). The full fit then starts from the ``best`` grid points
+    ``free`` parameters are fitted there, cheaply (loose tolerance, no HESSE; Newton steps
+    with the likelihood's exact derivatives in those parameters where it offers them,
+    :func:`_profile_objective`, else MIGRAD strategy 0 with numerical derivatives). The
+    full fit then starts from the ``best`` grid points
     (lowest profile −ln L) with the profile's fitted values. The profile over the scan
     parameters is the quantity whose maximum over the range is the look-elsewhere test
     statistic (Gross & Vitells, Eur. Phys. J. C 70 (2010) 525), so its coarse scan finds

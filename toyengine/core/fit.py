@@ -159,8 +159,10 @@ class ProfileStarts:
     Before the full fits, the scan parameters (e.g. the mass and width of a signal that
     exists only under the alternative hypothesis) are fixed at each point of a ``grid``
     over their whole allowed range (cell centres of :func:`_scan_box`) and only the
-    ``free`` parameters are fitted there, cheaply (numerical derivatives, MIGRAD strategy
-    0, loose tolerance, no HESSE). The full fit then starts from the ``best`` grid points
+    ``free`` parameters are fitted there, cheaply (loose tolerance, no HESSE; Newton steps
+    with the likelihood's exact derivatives in those parameters where it offers them,
+    :func:`_profile_objective`, else MIGRAD strategy 0 with numerical derivatives). The
+    full fit then starts from the ``best`` grid points
     (lowest profile −ln L) with the profile's fitted values. The profile over the scan
     parameters is the quantity whose maximum over the range is the look-elsewhere test
     statistic (Gross & Vitells, Eur. Phys. J. C 70 (2010) 525), so its coarse scan finds
@@ -208,6 +210,17 @@ class _Plain:
         return self.nll(x)
 
 
+def _profile_objective(nll: Callable[[np.ndarray], float],
+                       params: ParameterSet) -> Callable[[np.ndarray], float]:
+    """What a profile fit over the free parameters of ``params`` minimises: the likelihood's
+    own restriction to them with an exact gradient and Hessian (``nll.restricted(free)``,
+    e.g. :meth:`toyengine.core.dalitz.DalitzNLL.restricted`, then a Newton fit) where it
+    offers one, else ``nll`` with numerical derivatives (:class:`_Plain`)."""
+    restrict = getattr(nll, "restricted", None)
+    obj = restrict(params.free_mask) if restrict is not None else None
+    return obj if obj is not None else _Plain(nll)
+
+
 def scan_grid(params: ParameterSet, names: Sequence[str],
                shape: Sequence[int]) -> np.ndarray:
     """Cell centres of a ``shape`` grid over the scan box (:func:`_scan_box`: the limits)
@@ -238,7 +251,7 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
     fixed = params.updated({n: {"fixed": True} for n in params.free_names
                             if n not in floated})
     idx = [params.index(n) for n in free_scan]
-    plain = _Plain(nll)
+    plain = _profile_objective(nll, fixed)
     points = scan_grid(params, free_scan, profile.grid)
     prof = np.full(len(points), np.inf)
     values = [x0] * len(points)

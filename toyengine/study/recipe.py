@@ -236,6 +236,7 @@ class _ShiftedConstraints:
                  sig: np.ndarray):
         self._nll = nll
         self._idx = idx
+        self._args = (idx, mu, mu_new, sig)
         self._a = (mu - mu_new) / sig**2          # d/dx of the added term
         self._b = float(np.sum((mu_new**2 - mu**2) / (2.0 * sig**2)))
         if getattr(nll, "grad", None) is not None:
@@ -251,6 +252,13 @@ class _ShiftedConstraints:
         g = np.array(self._nll.grad(x), dtype=float)
         g[self._idx] += self._a
         return g
+
+    def restricted(self, free: np.ndarray) -> Any:
+        """The wrapped likelihood's restriction to the ``free`` parameters (its
+        ``restricted``), with the same shift; None where it has none."""
+        restrict = getattr(self._nll, "restricted", None)
+        inner = restrict(free) if restrict is not None else None
+        return None if inner is None else _ShiftedConstraints(inner, *self._args)
 
 
 def _with_global_observables(nll: Any, parameters: Any, gobs: np.ndarray,

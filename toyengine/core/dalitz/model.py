@@ -1178,8 +1178,12 @@ class DalitzNLL:
 
     def __call__(self, x: np.ndarray) -> float:
         x = np.asarray(x, float)
-        m = self.model
         _, norms, _, _, _, tot = self._terms(x)
+        return self._value(x, norms, tot)
+
+    def _value(self, x: np.ndarray, norms: np.ndarray, tot: np.ndarray) -> float:
+        """−ln L from the terms of :meth:`_terms` (``tot`` is overwritten)."""
+        m = self.model
         nl = norms.tolist()
         if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
@@ -1254,3 +1258,156 @@ class DalitzNLL:
             g[idx] += (dg @ W).real  # Re Σ ∂g W
         g[~m.parameters.free_mask] = 0.0
         return g
+
+    def restricted(self, free: np.ndarray) -> _CouplingNLL | None:
+        """This likelihood with an exact Hessian, valid while only the parameters ``free``
+        (a mask over the full vector) vary, or None when that is not cheap.
+
+        When only cartesian coefficients float (e.g. the couplings of one component at a
+        point of a profile over its mass and width), the lineshapes, component values and
+        normalisation matrices stay cached and ``−ln L`` is a function of the amplitude
+        ``A = Σ c_j F_j``, linear in the floating coefficients, and of the quadratic
+        normalisation ``c^T N c*`` (Eur. Phys. J. C 78 (2018) 1019, Eqs. 4, 11 and 14):
+        its gradient and Hessian cost a few sums over the events (:class:`_CouplingNLL`).
+        """
+        m = self.model
+        free = np.asarray(free, dtype=bool)
+        idx = np.flatnonzero(free)
+        if m.polar or idx.size == 0:
+            return None
+        where = {int(k): (j, w) for j, pair in enumerate(m._c_idx.tolist())
+                 for k, w in zip(pair, (1.0, 1.0j), strict=True)}
+        if not all(int(k) in where for k in idx):
+            return None
+        comp = np.array([where[int(k)][0] for k in idx], dtype=int)
+        omega = np.array([where[int(k)][1] for k in idx], dtype=complex)
+        return _CouplingNLL(self, idx, comp, omega)
+
+
+class _CouplingNLL:
+    """:class:`DalitzNLL` as a function of some cartesian coefficients alone, with its exact
+    gradient and Hessian in them (:meth:`DalitzNLL.restricted`).
+
+    With the floating coefficient parameters ``u`` (``∂A/∂u_a = ω_a F_{j_a}``, ``ω = 1``
+    for a real part, ``i`` for an imaginary part) the amplitude is ``A = A_0 + Σ u_a ω_a
+    F_{j_a}``, so per event ``|A|² = |A_0|² + β·u + u^T Γ u`` with ``β_a = 2 Re(A_0* ω_a
+    F_{j_a})`` and ``Γ_ab = Re(ω_a* ω_b F_{j_a}* F_{j_b})``, and per run the normalisation
+    ``I = c^T N c*`` is quadratic in ``u`` the same way. These coefficients are computed
+    once per point of the other parameters; with ``s_i = ε|J|_i N_r |A_i|² / I_r`` and
+    ``tot_i = s_i + b_i``, ``∂_ab(−ln L) = Σ_i [∂_a s_i ∂_b s_i / tot_i² − ∂_ab s_i / tot_i]``
+    (plus the Gaussian constraint terms) is then a few sums over the events.
+    Value, gradient and Hessian at one point are computed together and kept.
+    """
+
+    errordef = 0.5
+
+    def __init__(self, nll: DalitzNLL, idx: np.ndarray, comp: np.ndarray,
+                 omega: np.ndarray) -> None:
+        self.nll = nll
+        self.idx = idx
+        self.comp = comp
+        self.omega = omega
+        m = nll.model
+        con = np.isin(m._cidx, idx)
+        self._con_idx = m._cidx[con]
+        self._con_mu = m._cmu[con]
+        self._con_sig = m._csig[con]
+        self._key: bytes | None = None
+        self._out: tuple[float, np.ndarray, np.ndarray] | None = None
+        self._base_key: bytes | None = None
+        self._base: tuple | None = None
+
+    def _quadratic(self, x: np.ndarray) -> tuple:
+        """The coefficients of ``|A|²`` and ``I`` in ``u`` at the other parameters of ``x``."""
+        x0 = x.copy()
+        x0[self.idx] = 0.0
+        key = x0.tobytes()
+        if key == self._base_key and self._base is not None:
+            return self._base
+        nll = self.nll
+        m = nll.model
+        nll.state.update(x0)
+        c0 = m.coefficients(x0)
+        F = nll.state.F
+        A0 = F @ c0
+        D = F.T[self.comp] * self.omega[:, None]  # ∂A/∂u, one row per u
+        nf = self.idx.size
+        a0 = A0.real * A0.real + A0.imag * A0.imag
+        beta = 2.0 * (A0.conj() * D).real
+        gam = (D.conj()[:, None, :] * D[None, :, :]).real.reshape(nf, nf * A0.size)
+        N = nll.state.N
+        cc0 = c0.conj()
+        I0 = ((N @ cc0) @ c0).real
+        bN = 2.0 * (self.omega * (N[:, self.comp] @ cc0)).real  # (R, nf)
+        GN = (self.omega[:, None] * self.omega.conj()
+              * N[:, self.comp][:, :, self.comp]).real  # (R, nf, nf)
+        b = nll.bk @ x[nll.bk_idx] if nll.bk_idx.size else np.zeros(A0.size)
+        self._base_key = key
+        self._base = (a0, beta, gam, I0, bN, GN, b)
+        return self._base
+
+    def _eval(self, x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        x = np.asarray(x, float)
+        key = x.tobytes()
+        if key == self._key and self._out is not None:
+            return self._out
+        nll = self.nll
+        m = nll.model
+        a0, beta, gam, I0, bN, GN, b = self._quadratic(x)
+        u = x[self.idx]
+        nf = u.size
+        n_ev = a0.size
+        Gu = (u @ gam).reshape(nf, n_ev)  # Σ_b Γ_ab u_b
+        gam3 = gam.reshape(nf, nf, n_ev)
+        P = a0 + u @ beta + u @ Gu  # |A|²
+        p = beta + 2.0 * Gu  # ∂|A|²/∂u
+        GNu = GN @ u
+        I = I0 + bN @ u + GNu @ u
+        kr = x[m._sig_idx] / I
+        ke = kr[nll.run_of] * nll.ej
+        tot = ke * P + b
+        wv = ke / np.maximum(tot, 1e-300)
+        ww = wv if nll.w is None else wv * nll.w  # ∂(Σ w ln tot)/∂|A|² per event
+        uP = ww * wv * P
+        ga = np.zeros(nf)
+        ha = np.zeros((nf, nf))
+        for r, sl in enumerate(nll.run_slices):
+            J = (bN[r] + 2.0 * GNu[r]) / I[r]
+            Jab = 2.0 * GN[r] / I[r]
+            pr, wr = p[:, sl], ww[sl]
+            Sp = pr @ wr
+            SP = float(wr @ P[sl])
+            upp = (pr * (wr * wv[sl])) @ pr.T
+            upP = pr @ uP[sl]
+            uPP = float(uP[sl] @ P[sl])
+            q = 2.0 * (gam3[:, :, sl] @ wr)  # Σ w ∂_ab |A|²
+            ga -= Sp - SP * J
+            JJ = np.outer(J, J)
+            JS = np.outer(J, Sp)
+            uJ = np.outer(J, upP)
+            # Σ u M_a M_b (M = ∂|A|² − |A|² J) − Σ w ∂_ab s (I/(N ε|J|))
+            ha += (upp - uJ - uJ.T + uPP * JJ
+                   - q + JS + JS.T + SP * Jab - 2.0 * SP * JJ)
+        n = x.size
+        g = np.zeros(n)
+        h = np.zeros((n, n))
+        if self._con_idx.size:
+            pos = np.searchsorted(self.idx, self._con_idx)
+            ga[pos] += (x[self._con_idx] - self._con_mu) / self._con_sig**2
+            ha[pos, pos] += 1.0 / self._con_sig**2
+        g[self.idx] = ga
+        h[np.ix_(self.idx, self.idx)] = ha
+        val = nll._value(x, I, tot)
+        self._key, self._out = key, (val, g, h)
+        return self._out
+
+    def __call__(self, x: np.ndarray) -> float:
+        return self._eval(x)[0]
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        """Gradient on the full vector (zero outside the floating coefficients)."""
+        return self._eval(x)[1].copy()
+
+    def hessian(self, x: np.ndarray) -> np.ndarray:
+        """Hessian on the full vector (zero outside the floating coefficients' block)."""
+        return self._eval(x)[2].copy()

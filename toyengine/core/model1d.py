@@ -410,24 +410,17 @@ class Model1D:
         return UnbinnedNLL(self, data, weights)
 
     def asimov(self, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """The Asimov data set at ``values`` (default: the generation values): the density
-        grid's nodes inside the range, each weighted by the expected number of events it
-        stands for (trapezoid weight × expected density), for ``nll(nodes, weights)``.
+        """The Asimov data set at ``values`` (default: the generation values): the nodes of
+        the fit-range grid, each weighted by the expected number of events it stands for
+        (the likelihood's trapezoid weight × expected density), for ``nll(nodes, weights)``.
 
         The weights sum to the total expected yield; a fit returns ``values`` to the
         trapezoid rule's accuracy on the grid, the rule the likelihood normalises with
         (Cowan, Cranmer, Gross, Vitells, Eur. Phys. J. C 71 (2011) 1554, Sect. 3.1).
         """
         x = self.parameters.values if values is None else np.asarray(values, dtype=float)
-        obs = self.observable
         total = float(np.sum(x[self._yield_idx]))
-        inside = (self.grid >= obs.lo - 1e-12) & (self.grid <= obs.hi + 1e-12)
-        nodes = self.grid[inside]
-        h = np.diff(nodes)
-        w = np.zeros(nodes.size)
-        w[:-1] += 0.5 * h
-        w[1:] += 0.5 * h
-        return nodes, self.density_grid(x)[inside] * w * total
+        return self.grid.copy(), self.density_grid(x) * self._trapz_weights * total
 
 
 class _Terms:

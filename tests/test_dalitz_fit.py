@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from toyengine.core.fit import fit
+from toyengine.core.fit import SAME_MINIMUM, fit
 from toyengine.models.zc4100 import build_zc4100
 
 
@@ -38,6 +38,40 @@ def test_large_sample_recovers_coefficients_and_zc() -> None:
     ff_fit = m.fit_fractions(res.values)["ff"]
     assert abs(ff_fit["kst892"] - ff_true["kst892"]) < 0.03
     assert abs(ff_fit["zc"] - ff_true["zc"]) < 0.015
+
+
+def test_fit_without_hesse_seeds_migrad_with_the_expected_hessian() -> None:
+    """A fit that needs no errors (``hesse=False``, as significance and J^P studies run)
+    gives MIGRAD the expected Hessian as the seed of its metric instead of numerical
+    second derivatives: fewer NLL calls, the same minimum (within ``SAME_MINIMUM``, the
+    engine's own "same minimum"; measured 5e-4 apart, both within MIGRAD's EDM tolerance).
+    A fit with HESSE never uses it: its errors come from the exact curvature."""
+    m = build_zc4100({"maps": "synthetic"})
+    data = m.sample(m.parameters.values, np.random.default_rng(3))
+    calls = []
+
+    def counted(nll):
+        inner = nll.expected_hessian
+
+        def expected_hessian(x):
+            calls.append(1)
+            return inner(x)
+
+        nll.expected_hessian = expected_hessian
+        return nll
+
+    seeded = fit(counted(m.nll(data)), m.parameters, hesse=False)
+    assert seeded.valid and len(calls) >= 1
+    plain_nll = m.nll(data)
+    plain_nll.expected_hessian = None
+    plain = fit(plain_nll, m.parameters, hesse=False)
+    assert plain.valid
+    assert abs(seeded.nll - plain.nll) < SAME_MINIMUM
+    assert seeded.nfcn < plain.nfcn
+    calls.clear()
+    with_errors = fit(counted(m.nll(data)), m.parameters, strategy=0)
+    assert with_errors.valid and not calls
+    assert np.all(np.isfinite(with_errors.errors[m.parameters.free_mask]))
 
 
 @pytest.mark.slow

@@ -306,8 +306,9 @@ class _Objective:
 
     errordef = Minuit.LIKELIHOOD
 
-    def __init__(self) -> None:
+    def __init__(self, hessian: str) -> None:
         self.target: Callable[[np.ndarray], float] | None = None
+        self._hessian = hessian  # the target's method that MIGRAD gets as its Hessian
 
     def __call__(self, x: np.ndarray) -> float:
         return self.target(x)  # type: ignore[misc]
@@ -316,7 +317,13 @@ class _Objective:
         return self.target.grad(x)  # type: ignore[union-attr]
 
     def hessian(self, x: np.ndarray) -> np.ndarray:
-        return self.target.hessian(x)  # type: ignore[union-attr]
+        return getattr(self.target, self._hessian)(x)
+
+    def g2(self, x: np.ndarray) -> np.ndarray:
+        # iminuit (2.33) calls ``g2`` where it needs second derivatives without the full
+        # matrix, even when it has a Hessian ("hessian overrides g2" warns otherwise),
+        # and raises TypeError inside MIGRAD if there is none
+        return np.diag(self.hessian(x)).copy()
 
 
 #: per thread (Dask workers run tasks in threads): Minuit objects by parameter set
@@ -324,29 +331,46 @@ _MINUITS = threading.local()
 _MAX_MINUITS = 16
 
 
+def _seed_hessian(nll: Callable[[np.ndarray], float], hesse: bool,
+                  use_hessian: bool = True) -> str | None:
+    """The method of ``nll`` that MIGRAD gets as its Hessian, if any: the exact
+    ``hessian`` (MIGRAD's seed and HESSE), else, when no errors are asked for (``hesse``
+    false), the ``expected_hessian`` (the Fisher information, e.g.
+    :meth:`toyengine.core.dalitz.DalitzNLL.expected_hessian`) as the seed of MIGRAD's
+    metric only. Either replaces the seed's numerical second derivatives (two calls per
+    free parameter and cycle). Needs an analytic ``grad``."""
+    if not use_hessian or getattr(nll, "grad", None) is None:
+        return None
+    if getattr(nll, "hessian", None) is not None:
+        return "hessian"
+    if not hesse and getattr(nll, "expected_hessian", None) is not None:
+        return "expected_hessian"
+    return None
+
+
 def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
-                use_hessian: bool = True) -> Minuit:
+                hessian: str | None) -> Minuit:
     """A Minuit object for ``params`` bound to ``nll``, in its initial state.
 
     Building one costs ~0.2 ms (more than a T_cc+ NLL call), so it is kept per thread and
     parameter set and :meth:`~iminuit.Minuit.reset` between fits. Limits, fixed flags and
-    steps come from ``params`` once; the start values are set by the caller. An analytic
-    ``nll.hessian`` seeds MIGRAD with the exact covariance and replaces HESSE's numerical
-    second derivatives.
+    steps come from ``params`` once; the start values are set by the caller. With
+    ``hessian`` (:func:`_seed_hessian`) that method of ``nll`` seeds MIGRAD's metric and,
+    if it is the exact ``hessian``, replaces HESSE's numerical second derivatives.
     """
     has_grad = getattr(nll, "grad", None) is not None
-    has_hess = use_hessian and has_grad and getattr(nll, "hessian", None) is not None
     cache = getattr(_MINUITS, "cache", None)
     if cache is None:
         cache = _MINUITS.cache = {}
-    key = (params, has_grad, has_hess)
+    key = (params, has_grad, hessian)
     hit = cache.get(key)
     if hit is None:
         if len(cache) >= _MAX_MINUITS:
             cache.clear()
-        obj = _Objective()
+        obj = _Objective(hessian or "hessian")
         m = Minuit(obj, params.values, grad=obj.grad if has_grad else False,
-                   hessian=obj.hessian if has_hess else False, name=params.names)
+                   g2=obj.g2 if hessian else False,
+                   hessian=obj.hessian if hessian else False, name=params.names)
         m.errordef = Minuit.LIKELIHOOD
         m.print_level = 0
         params.to_minuit(m)
@@ -433,7 +457,7 @@ def _migrad_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
                 minos: bool, strategy: int | None, tol: float | None,
                 hesse: bool = True) -> FitResult:
     res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
-    if res.status == FitStatus.EXCEPTION and getattr(nll, "hessian", None) is not None:
+    if res.status == FitStatus.EXCEPTION and _seed_hessian(nll, hesse) is not None:
         # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
         # positive definite (a start far from the minimum): start again without the seed
         res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, False)
@@ -453,7 +477,7 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = _minuit_for(nll, params, use_hessian)
+            m = _minuit_for(nll, params, _seed_hessian(nll, hesse, use_hessian))
             m.values = x0
             m.strategy = strategy
             m.tol = _DEFAULT_TOL if tol is None else tol
@@ -555,7 +579,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         converges to the same EDM threshold (:func:`newton.edm_threshold`).
     hesse : bool
         Run HESSE. Without it (a significance study needs −ln L, not errors) ``valid``
-        means a converged MIGRAD, and ``errors`` and ``covariance`` are NaN.
+        means a converged MIGRAD, and ``errors`` and ``covariance`` are NaN; MIGRAD's
+        metric is then seeded with ``nll.expected_hessian`` (the Fisher information)
+        where the likelihood offers one and has no exact ``hessian``
+        (:func:`_seed_hessian`).
     scan : sequence of str
         The model's scan parameters (``model.scan_parameters``): the extra starts cover
         their whole allowed range.

@@ -241,8 +241,10 @@ class _ShiftedConstraints:
         self._b = float(np.sum((mu_new**2 - mu**2) / (2.0 * sig**2)))
         if getattr(nll, "grad", None) is not None:
             self.grad = self._grad
-        if getattr(nll, "hessian", None) is not None:
-            self.hessian = nll.hessian  # the added term is linear: same second derivatives
+        # the added term is linear: the same second derivatives, exact or expected
+        for name in ("hessian", "expected_hessian"):
+            if getattr(nll, name, None) is not None:
+                setattr(self, name, getattr(nll, name))
 
     def __call__(self, x: np.ndarray) -> float:
         x = np.asarray(x, dtype=float)

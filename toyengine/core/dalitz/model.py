@@ -1150,6 +1150,8 @@ class DalitzNLL:
             pv = pvs[c.pair]
             ev.append((pv.m, pv.q, pv.p, legendre(pv.cos, c.spin)))
         self.state = _State(model, model._norm, ev)
+        self._terms_key: bytes | None = None
+        self._terms_out: tuple = ()
         self._yield_idx = np.concatenate([model._sig_idx, self.bk_idx]).astype(int)
         # per component with floating lineshape parameters: their positions in
         # Component.params and their indices in the parameter vector
@@ -1162,8 +1164,14 @@ class DalitzNLL:
         return int(self.x.size)
 
     def _terms(self, x: np.ndarray):
+        """``(c, I_r, A, |A|², signal, total)`` at ``x`` (the state brought to ``x``); kept
+        for the last ``x``, as MIGRAD asks for the gradient where it last asked for the
+        value. The arrays are shared with the next call at the same ``x``: read only."""
         m = self.model
-        self.state.update(x)
+        self.state.update(x)  # always: a restricted likelihood may have moved the state
+        key = x.tobytes()
+        if key == self._terms_key:
+            return self._terms_out
         c = m.coefficients(x)
         norms = ((self.state.N @ c.conj()) @ c).real
         A = self.state.F @ c
@@ -1174,7 +1182,8 @@ class DalitzNLL:
         for r, sl in enumerate(self.run_slices):  # events are stored run by run
             sig[sl] *= scale[r]
         tot = sig + self.bk @ x[self.bk_idx] if self.bk_idx.size else sig
-        return c, norms, A, a2, sig, tot
+        self._terms_key, self._terms_out = key, (c, norms, A, a2, sig, tot)
+        return self._terms_out
 
     def __call__(self, x: np.ndarray) -> float:
         x = np.asarray(x, float)
@@ -1182,13 +1191,12 @@ class DalitzNLL:
         return self._value(x, norms, tot)
 
     def _value(self, x: np.ndarray, norms: np.ndarray, tot: np.ndarray) -> float:
-        """−ln L from the terms of :meth:`_terms` (``tot`` is overwritten)."""
+        """−ln L from the terms of :meth:`_terms`."""
         m = self.model
         nl = norms.tolist()
         if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
-        np.maximum(tot, 1e-300, out=tot)
-        logs = np.log(tot, out=tot)
+        logs = np.log(np.maximum(tot, 1e-300))
         val = float(np.sum(x[self._yield_idx])
                     - (np.sum(logs) if self.w is None else self.w @ logs))
         if m._cidx.size:

@@ -237,6 +237,8 @@ class Lineshape:
         if kind == "flat":
             return out
         rows = {k: r for r, k in enumerate(which)}
+        from . import kernels  # numba: compiled on first use, never at import toyengine
+
         if kind == "rbw":
             L = self.spin
             m0 = values[0] / 1000.0
@@ -244,51 +246,27 @@ class Lineshape:
             q0, d0 = self._pole_terms(kin, m0)
             dlnq0, dlnd0 = self._pole_derivatives(kin, m0)
             c = w0 * m0 * m0 * d0 / q0 ** (2 * L + 1)
-            re = m0 * m0 - geom["s"]
-            cg = c * geom["G"]
-            # g = sqrt(D0) base / (re − i c G): ∂g = g (½ ∂ln D0) − g ∂(re − i c G)/(re − i c G)
-            inv = 1.0 / (re * re + cg * cg)
-            gi = g * (re * inv + 1j * (cg * inv))
-            if 0 in rows:
-                dlnc = 2.0 / m0 + dlnd0 - (2 * L + 1) * dlnq0
-                out[rows[0]] = (0.5e-3 * dlnd0) * g - gi * (2e-3 * m0 - 1j * (1e-3 * dlnc) * cg)
-            if 1 in rows:
-                out[rows[1]] = gi * (1j * (1e-3 / w0) * cg)
+            dlnc = 2.0 / m0 + dlnd0 - (2 * L + 1) * dlnq0
+            kernels.rbw_derivatives(g, geom["s"], geom["G"], m0, c, 0.5e-3 * dlnd0,
+                                    1e-3 * dlnc, 1e-3 / w0, rows.get(0, -1), rows.get(1, -1),
+                                    out)
             return out
-        # LASS family (Eqs. 9–10): with qcot = q cot δ_B = 1/a + r q²/2,
-        # NR = m/(qcot − i q) (below the cut-off), e^{2iδ_B} = (qcot + i q)/(qcot − i q),
-        # BW = s0/(m0² − m² − i s0 q/m) with s0 = m0² Γ0/q0
-        q, q2 = geom["q"], geom["q2"]
+        # LASS family (Eqs. 9–10)
         m0, w0, a, rr = self._lass_values(values)
         n = self.n_params
-        need_q = (n - 2 in rows) or (n - 1 in rows)
-        qcot = (1.0 / a) + (0.5 * rr) * q2
-        idn = 1.0 / (qcot - 1j * q)
-        dqc = np.zeros(q.shape, complex)  # ∂g/∂qcot
-        if kind in ("lass", "lass_nr") and need_q:
-            dqc -= geom["m_below"] * (idn * idn)
-        if kind in ("lass", "lass_bw"):
+        bw = kind in ("lass", "lass_bw")
+        scale = dm_scale = dw_scale = 0.0
+        if bw:
             q0, _ = self._pole_terms(kin, m0)
             scale = m0 * w0 * m0 / q0
-            e2 = (qcot + 1j * q) * idn
-            b_re = m0 * m0 - geom["s"]
-            idb = 1.0 / (b_re - 1j * (scale * geom["q_over_m"]))
-            bw = scale * idb
-            if need_q:
-                dqc += (-2j * q) * (idn * idn) * bw
-            if 0 in rows or 1 in rows:
-                e_db = e2 * idb
-                dbw_ds = e_db * b_re * idb  # e^{2iδ} ∂BW/∂s0
-                if 0 in rows:
-                    dlnq0, _ = self._pole_derivatives(kin, m0)
-                    out[rows[0]] = (dbw_ds * (1e-3 * scale * (2.0 / m0 - dlnq0))
-                                    - e_db * bw * (2e-3 * m0))
-                if 1 in rows:
-                    out[rows[1]] = dbw_ds * (1e-3 * scale / w0)
-        if n - 2 in rows:
-            out[rows[n - 2]] = dqc * (-1.0 / (a * a))
-        if n - 1 in rows:
-            out[rows[n - 1]] = dqc * (0.5 * q2)
+            if 0 in rows:
+                dm_scale = 1e-3 * scale * (2.0 / m0 - self._pole_derivatives(kin, m0)[0])
+            dw_scale = 1e-3 * scale / w0
+        kernels.lass_derivatives(
+            geom["q"], geom["q2"], geom["s"], geom["q_over_m"], geom["m_below"], a, rr,
+            m0 if bw else 0.0, scale, dm_scale, dw_scale, kind in ("lass", "lass_nr"), bw,
+            rows.get(0, -1) if bw else -1, rows.get(1, -1) if bw else -1,
+            rows.get(n - 2, -1), rows.get(n - 1, -1), out)
         return out
 
     def _lass_values(self, values: tuple[float, ...]) -> tuple[float, float, float, float]:
@@ -304,6 +282,8 @@ class Lineshape:
         kind = self.kind
         if kind == "flat":
             return np.ones(geom["m"].shape, complex)
+        from . import kernels  # numba: compiled on first use, never at import toyengine
+
         if kind == "rbw":
             L = self.spin
             m0 = values[0] / 1000.0
@@ -311,34 +291,15 @@ class Lineshape:
             q0, d0 = self._pole_terms(kin, m0)
             # m0 Γ(m) = [Γ0 m0² D(z0)/q0^(2L+1)] · [q^(2L+1)/(m D(z))]   (Eq. 8)
             c = w0 * m0 * m0 * d0 / q0 ** (2 * L + 1)
-            re = m0 * m0 - geom["s"]
-            im = c * geom["G"]
-            f = (math.sqrt(d0) * geom["base"]) / (re * re + im * im)
-            out = np.empty(re.shape, complex)  # 1/(re - i im) = (re + i im)/|.|², Eq. 7
-            out.real = re * f
-            out.imag = im * f
-            return out
+            return kernels.rbw_values(geom["s"], geom["G"], geom["base"], m0 * m0, c,
+                                      math.sqrt(d0))
         # LASS family (Eqs. 9–10)
-        q, q2 = geom["q"], geom["q2"]
         m0, w0, a, rr = self._lass_values(values)
-        qcot = (1.0 / a) + (0.5 * rr) * q2  # q cot δ_B
-        den = qcot * qcot + q2
-        out = np.zeros(q.shape, complex)
-        if kind in ("lass", "lass_nr"):
-            # m/(q cot δ − i q) = m (q cot δ + i q)/(q² cot² δ + q²), zero above the cut-off
-            f = geom["m_below"] / den
-            out.real += qcot * f
-            out.imag += q * f
-        if kind in ("lass", "lass_bw"):
+        bw = kind in ("lass", "lass_bw")
+        scale = 0.0
+        if bw:
             q0, _ = self._pole_terms(kin, m0)
             scale = m0 * w0 * m0 / q0
-            e_re = (qcot * qcot - q2) / den  # e^{2iδ} = (q cot δ + i q)²/(q² cot² δ + q²)
-            e_im = 2.0 * qcot * q / den
-            b_re = m0 * m0 - geom["s"]
-            b_im = scale * geom["q_over_m"]  # BW = scale/(b_re - i b_im)
-            f = scale / (b_re * b_re + b_im * b_im)
-            b_re = b_re * f
-            b_im = b_im * f
-            out.real += e_re * b_re - e_im * b_im
-            out.imag += e_re * b_im + e_im * b_re
-        return out
+        return kernels.lass_values(geom["q"], geom["q2"], geom["s"], geom["q_over_m"],
+                                   geom["m_below"], 1.0 / a, 0.5 * rr, m0 if bw else 0.0,
+                                   scale, kind in ("lass", "lass_nr"), bw)

@@ -989,9 +989,13 @@ class _State:
                 N[:, cols, i] = col.conj()
             if norm.var_pos.size and (i_d or var_dirty):
                 if i_d or i not in self.R:
-                    RR = norm.Kc[i] @ np.column_stack([G.real, G.imag])
-                    RR = RR.reshape(norm.n_eff, len(norm.var_lvals), norm.n_coarse, 2)
-                    self.R[i] = RR[..., 0] + 1j * RR[..., 1]
+                    # two matrix-vector products: ~2x faster than one product with a
+                    # two-column matrix (BLAS's small-n matrix product)
+                    Kc = norm.Kc[i]
+                    RR = np.empty(Kc.shape[0], complex)
+                    RR.real = Kc @ G.real
+                    RR.imag = Kc @ G.imag
+                    self.R[i] = RR.reshape(norm.n_eff, len(norm.var_lvals), norm.n_coarse)
                 Rc = self.R[i][:, norm.var_l]  # (R, n_var, n_coarse)
                 col = np.einsum("rva,va->rv", Rc, self.rows_c[norm.var_pos].conj())
                 cols = ki[norm.var_pos]
@@ -1041,8 +1045,11 @@ class _State:
             Y = np.zeros((norm.n_eff, len(norm.var_lvals), norm.n_coarse), complex)
             for v_, kk in enumerate(norm.var_pos):
                 Y[:, norm.var_l[v_]] += fracs[:, None] * (cc[ki[kk]] * self.rows_c[kk].conj())
-            yy = np.stack([Y.real.ravel(), Y.imag.ravel()]) @ norm.Kc[j]  # real kernels
-            wn += yy[0] + 1j * yy[1]
+            Kc = norm.Kc[j]  # real kernels; two vector-matrix products (as in update)
+            yy = np.empty(Kc.shape[1], complex)
+            yy.real = Y.real.ravel() @ Kc
+            yy.imag = Y.imag.ravel() @ Kc
+            wn += yy
         for (i, k), kap in norm.kappa.items():
             if j in (i, k):
                 other = k if i == j else i

@@ -105,14 +105,18 @@ def lass_derivatives(q: np.ndarray, q2: np.ndarray, s: np.ndarray, q_over_m: np.
     da = -1.0 / (a * a)
     for i in range(q.shape[0]):
         qcot = inv_a + half_r * q2[i]
-        idn = 1.0 / complex(qcot, -q[i])
+        # 1/(x − i y) = (x + i y)/(x² + y²): a real division, not a complex one
+        f = 1.0 / (qcot * qcot + q2[i])
+        idn = complex(qcot * f, q[i] * f)
         idn2 = idn * idn
         dqc = 0j
         if nr and need_q:
             dqc -= m_below[i] * idn2
         if bw:
             b_re = m0sq - s[i]
-            idb = 1.0 / complex(b_re, -(scale * q_over_m[i]))
+            b_im = scale * q_over_m[i]
+            f = 1.0 / (b_re * b_re + b_im * b_im)
+            idb = complex(b_re * f, b_im * f)
             bwv = scale * idb
             if need_q:
                 dqc += complex(0.0, -2.0 * q[i]) * idn2 * bwv

@@ -1205,7 +1205,10 @@ class DalitzNLL:
             return 1e30
         logs = np.log(np.maximum(tot, 1e-300))
         val = float(np.sum(x[self._yield_idx])
-                    - (np.sum(logs) if self.w is None else self.w @ logs))
+                    # np.sum of the products, not a BLAS dot product, whose summation
+                    # order depends on its threads: unit weights give exactly the
+                    # unweighted value, on any machine
+                    - np.sum(logs if self.w is None else self.w * logs))
         if m._cidx.size:
             d = (x[m._cidx] - m._cmu) / m._csig
             val += 0.5 * float(d @ d)

@@ -427,7 +427,7 @@ def test_reused_minuit_gives_the_same_fit_and_hesse_can_be_skipped():
 
 def test_memoised_grid_terms_give_the_same_derivatives_and_stay_bounded():
     """The grid terms a model keeps for the Hessian (shared by the likelihoods of every
-    toy, :meth:`Model1D._shape_grid_with_hessian`) give the same gradient and Hessian, bit
+    toy, :meth:`Model1D._shape_rows`) give the same gradient and Hessian, bit
     for bit, as those of a fresh model; the memo keeps at most ``_HESSIAN_MEMO`` values."""
     from toyengine.core import model1d
 
@@ -437,9 +437,9 @@ def test_memoised_grid_terms_give_the_same_derivatives_and_stay_bounded():
     first = model.nll(x)
     hess_fresh = first.hessian(params.values)
     grad_fresh = first.grad(params.values)
-    for k in range(2 * model1d._HESSIAN_MEMO):  # other points, as a fit would visit
+    for k in range(2 * model1d._ROWS_MEMO):  # other points, as a fit would visit
         first.hessian(params.values * (1.0 + 1e-3 * (k + 1)))
-    assert all(len(m) <= model1d._HESSIAN_MEMO for m in model._hessian_memo)
+    assert all(len(m) <= model1d._ROWS_MEMO for m in model._rows_memo)
     first.hessian(params.values)  # back in the memo, then read by another toy's likelihood
     again = model.nll(x)
     np.testing.assert_array_equal(again.hessian(params.values), hess_fresh)

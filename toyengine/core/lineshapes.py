@@ -386,72 +386,20 @@ class BreitWignerGrid:
         w_Γ = w/Γ0, w_m = w (2/m0 + a), w_mm = w [(2/m0 + a)² − 2/m0² + a'],
         a = d ln c0/dm0 (:meth:`_dlog_c0`) gives the derivatives in (m0, Γ0).
 
+        Computed in one compiled pass over the grid (:func:`toyengine.core.kernels.bw_rows`).
+
         Returns
         -------
         (F, dF, d2F) : tuple of ndarray
-            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0.
+            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0 (views of one
+            (7, n) array).
         """
+        from .kernels import bw_rows
+
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
-        c0 = self._c0(q0)
-        w = (gamma0 * m0 * m0 * c0) * self._g
-        u = m0 * m0 - self._m2
-        u2, w2 = u * u, w * w
-        denom = u2 + w2
-        r1 = self._pref / denom  # P/D, then P/D²
-        f = r1 * w
-        r1 /= denom
-        r2 = r1 / denom  # P/D³
-        uw = u * w
-        f_w = r1 * (u2 - w2)
-        f_u = r1 * uw
-        f_u *= -2.0
-        f_ww = 3.0 * u2
-        f_ww -= w2
-        f_ww *= w
-        f_ww *= r2
-        f_ww *= -2.0
-        f_uw = 3.0 * w2
-        f_uw -= u2
-        f_uw *= u
-        f_uw *= r2
-        f_uw *= 2.0
         a, da = self._dlog_c0(m0, q0)
-        lm = 2.0 / m0 + a
-        c2 = lm * lm - 2.0 / (m0 * m0) + da  # w_mm = w c2
-        u_m = 2.0 * m0
-        inv_g = 1.0 / gamma0
-        # w_m = w lm, w_g = w / Γ0
-        d1 = np.empty((2, len(w)))
-        d2 = np.empty((2, 2, len(w)))
-        fw_w = f_w * w  # F_w w
-        np.multiply(f_u, u_m, out=d1[0])
-        d1[0] += lm * fw_w
-        np.multiply(fw_w, inv_g, out=d1[1])
-        fww_w = f_ww * w  # F_ww w
-        d_gg = d2[1, 1]
-        np.multiply(fww_w, w, out=d_gg)
-        d_gg *= inv_g * inv_g
-        d_mg = d2[0, 1]
-        np.multiply(f_uw, u_m, out=d_mg)
-        d_mg += lm * fww_w
-        d_mg += lm * f_w
-        d_mg *= w
-        d_mg *= inv_g
-        d2[1, 0] = d_mg
-        d_mm = d2[0, 0]
-        # −F_ww u_m² + 2 F_uw u_m w_m + F_ww w_m² + 2 F_u + F_w w_mm
-        np.multiply(f_ww, -u_m * u_m, out=d_mm)
-        f_uw *= (2.0 * u_m * lm)
-        f_uw *= w
-        d_mm += f_uw
-        fww_w *= w
-        fww_w *= lm * lm
-        d_mm += fww_w
-        f_u *= 2.0
-        d_mm += f_u
-        fw_w *= c2
-        d_mm += fw_w
-        return f, d1, d2
+        rows = bw_rows(self._pref, self._m2, self._g, m0, gamma0, self._c0(q0), a, da)
+        return rows[0], rows[1:3], rows[3:].reshape(2, 2, -1)
 
 
 def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> tuple[float, float]:

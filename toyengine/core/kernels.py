@@ -1,0 +1,238 @@
+"""Compiled inner loops of the 1-D likelihood (numba, ``cache=True``, no fast-math: IEEE
+arithmetic, the same result on every call).
+
+Imported by :class:`~toyengine.core.model1d.UnbinnedNLL`, the generator of
+:class:`~toyengine.core.model1d.Model1D` and
+:meth:`~toyengine.core.lineshapes.BreitWignerGrid.density_derivatives` when first used, never
+by ``import toyengine``. The compiled code is cached next to this file (``__pycache__``), so
+only the first process after an install pays the compilation.
+
+- :func:`nll_terms`: one pass over the events giving the densities, ``sum w ln D``, the
+  gradient and the Hessian of the extended −ln L of a mixture of normalised components.
+- :func:`bw_rows`: the relativistic Breit–Wigner on a grid with its first and second
+  derivatives in (m0, Γ0).
+- :func:`inverse_cdf`: the exact inverse CDF of a piecewise-linear density.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = ["bw_rows", "inverse_cdf", "nll_terms"]
+
+
+@numba.njit(cache=True)
+def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray,
+              basis: np.ndarray, lin: np.ndarray, iz: np.ndarray, zoff: np.ndarray,
+              npar: np.ndarray, yidx: np.ndarray, pidx: np.ndarray, yields: np.ndarray,
+              nparams: int, order: int
+              ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """Event densities, ``sum_i w_i ln D_i`` and, for ``order`` 1 and 2, the gradient and
+    Hessian of ``sum_c N_c - sum_i w_i ln D_i`` (constraint terms excluded).
+
+    Every component ``c`` has rows ``z`` at each event: its unnormalised density ``g``,
+    then (``order`` >= 1) its derivatives ``g_a`` in its ``npar[c]`` shape parameters,
+    then (``order`` 2) ``g_ab`` for ``a <= b`` (row-major upper triangle); their integrals
+    over the range ``I, I_a, I_ab`` are ``iz``, the component's rows starting at
+    ``zoff[c]``. The rows of all components are, in this order, the linear interpolation
+    ``(1 - t_i) G[:, k_i] + t_i G[:, k_i + 1]`` of the grid rows ``grid_rows`` and the
+    combinations ``lin @ basis[i]`` of the fixed event basis of the linear shapes. With
+    ``f = g / I`` and ``D_i = sum_c N_c f_c(x_i)``, ``a_i = w_i / max(D_i, 1e-300)``:
+
+    - ``d/dN_c = 1 - sum_i a_i f_c``, ``d/dθ_a = -N_c sum_i a_i f_a`` with
+      ``f_a = (g_a - f I_a) / I``;
+    - ``d2/dp dq = sum_i a_i D_p D_q / D_i - sum_i a_i D_pq`` with ``D_{N_c} = f_c``,
+      ``D_θ = N_c f_θ``, ``D_{N_c θ} = f_θ`` and ``D_{θθ'} = N_c f_θθ'``, where
+      differentiating ``f I = g`` twice gives
+      ``f_ab = (g_ab - f_a I_b - f_b I_a - f I_ab) / I``: the second term needs only the
+      sums ``sum_i a_i z_i`` of the rows.
+
+    ``yidx[c]`` is the parameter index of ``N_c`` (``yields[c]``), ``pidx`` the indices of
+    the shape parameters of all components in turn. The densities are returned as
+    computed (not clipped).
+    """
+    n = k.shape[0]
+    ncomp = zoff.shape[0]
+    rg = grid_rows.shape[0]
+    rl = lin.shape[0]
+    re = lin.shape[1]
+    nz = rg + rl
+    coef = np.empty(ncomp)  # D_i = sum_c coef_c g_c
+    for c in range(ncomp):
+        coef[c] = yields[c] / iz[zoff[c]]
+    z = np.empty(nz)
+    y = np.zeros(nz)  # sum_i a_i z_i
+    jac = np.zeros(nparams)  # dD_i / dp
+    outer = np.zeros((nparams, nparams))  # sum_i a_i / D_i jac jac^T (upper triangle)
+    dens = np.empty(n)
+    logsum = 0.0
+    for i in range(n):
+        ki = k[i]
+        ti = t[i]
+        si = 1.0 - ti
+        for r in range(rg):
+            z[r] = grid_rows[r, ki] * si + grid_rows[r, ki + 1] * ti
+        for r in range(rl):
+            acc = 0.0
+            for e in range(re):
+                acc += lin[r, e] * basis[i, e]
+            z[rg + r] = acc
+        d = 0.0
+        for c in range(ncomp):
+            d += coef[c] * z[zoff[c]]
+        dens[i] = d
+        if d < 1e-300:  # a NaN stays
+            d = 1e-300
+        logsum += w[i] * math.log(d)
+        if order == 0:
+            continue
+        a = w[i] / d
+        for r in range(nz):
+            y[r] += a * z[r]
+        if order == 1:
+            continue
+        jac[:] = 0.0
+        s = 0
+        for c in range(ncomp):
+            o = zoff[c]
+            inv = 1.0 / iz[o]
+            f = z[o] * inv
+            jac[yidx[c]] += f
+            for j in range(npar[c]):
+                jac[pidx[s + j]] += yields[c] * inv * (z[o + 1 + j] - iz[o + 1 + j] * f)
+            s += npar[c]
+        q = a / d
+        for u in range(nparams):
+            ju = q * jac[u]
+            if ju != 0.0:
+                for v in range(u, nparams):
+                    outer[u, v] += ju * jac[v]
+    grad = np.zeros(nparams)
+    hess = np.zeros((nparams, nparams))
+    if order == 0:
+        return dens, logsum, grad, hess
+    s = 0
+    for c in range(ncomp):
+        o = zoff[c]
+        p = npar[c]
+        inv = 1.0 / iz[o]
+        sc = y[o] * inv  # sum_i a_i f_c
+        yc = yidx[c]
+        grad[yc] += 1.0 - sc
+        cross = np.empty(p)  # sum_i a_i f_a
+        for j in range(p):
+            cross[j] = (y[o + 1 + j] - iz[o + 1 + j] * sc) * inv
+            grad[pidx[s + j]] -= yields[c] * cross[j]
+        if order == 2:
+            tri = o + 1 + p
+            for j in range(p):
+                pj = pidx[s + j]
+                hess[yc, pj] -= cross[j]
+                hess[pj, yc] -= cross[j]
+                for l in range(j, p):
+                    pl = pidx[s + l]
+                    second = (y[tri] - cross[j] * iz[o + 1 + l] - cross[l] * iz[o + 1 + j]
+                              - sc * iz[tri]) * inv  # sum_i a_i f_jl
+                    hess[pj, pl] -= yields[c] * second
+                    if l != j:
+                        hess[pl, pj] -= yields[c] * second
+                    tri += 1
+        s += p
+    if order == 2:
+        for u in range(nparams):
+            hess[u, u] += outer[u, u]
+            for v in range(u + 1, nparams):
+                hess[u, v] += outer[u, v]
+                hess[v, u] += outer[u, v]
+    return dens, logsum, grad, hess
+
+
+@numba.njit(cache=True)
+def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: float,
+            c0: float, a: float, da: float) -> np.ndarray:
+    """F, ∂F/∂m0, ∂F/∂Γ0, ∂²F/∂m0², ∂²F/∂m0∂Γ0 (twice) and ∂²F/∂Γ0² as the rows of one
+    (7, n) array, for ``F = P w / (u² + w²)`` with ``P = pref``, ``u = m0² − m²``,
+    ``w = Γ0 m0² c0 g`` (LHCb, Eur. Phys. J. C 78 (2018) 1019, Eqs. (7)–(8)).
+
+    As a function of (u, w), with ``D = u² + w²``: ``F_w = P (u² − w²)/D²``,
+    ``F_u = −2 P u w/D²``, ``F_ww = −F_uu = −2 P w (3u² − w²)/D³`` and
+    ``F_uw = 2 P u (3w² − u²)/D³``; the chain rule with ``u' = 2 m0``, ``u'' = 2``,
+    ``w_Γ = w/Γ0``, ``w_m = w (2/m0 + a)``, ``w_mm = w [(2/m0 + a)² − 2/m0² + a']``
+    (``a = d ln c0/dm0``, ``da = a'``).
+    """
+    n = pref.shape[0]
+    out = np.empty((7, n))
+    lm = 2.0 / m0 + a
+    c2 = lm * lm - 2.0 / (m0 * m0) + da  # w_mm = w c2
+    u_m = 2.0 * m0
+    inv_g = 1.0 / gamma0
+    wscale = gamma0 * m0 * m0 * c0
+    for i in range(n):
+        w = wscale * g[i]
+        u = m0 * m0 - m2[i]
+        u2 = u * u
+        w2 = w * w
+        denom = u2 + w2
+        r1 = pref[i] / denom  # P/D, then P/D²
+        f = r1 * w
+        r1 /= denom
+        r2 = r1 / denom  # P/D³
+        f_w = r1 * (u2 - w2)
+        f_u = -2.0 * (r1 * (u * w))
+        f_ww = -2.0 * ((3.0 * u2 - w2) * w * r2)
+        f_uw = 2.0 * ((3.0 * w2 - u2) * u * r2)
+        fw_w = f_w * w
+        fww_w = f_ww * w
+        d_mg = (f_uw * u_m + lm * fww_w + lm * f_w) * w * inv_g
+        out[0, i] = f
+        out[1, i] = f_u * u_m + lm * fw_w
+        out[2, i] = fw_w * inv_g
+        out[3, i] = (f_ww * (-u_m * u_m) + f_uw * (2.0 * u_m * lm) * w
+                     + fww_w * w * (lm * lm) + 2.0 * f_u + fw_w * c2)
+        out[4, i] = d_mg
+        out[5, i] = d_mg
+        out[6, i] = fww_w * w * (inv_g * inv_g)
+    return out
+
+
+@numba.njit(cache=True)
+def inverse_cdf(grid: np.ndarray, dens: np.ndarray, area: np.ndarray, below: np.ndarray,
+                dx: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The inverse CDF of the piecewise-linear density through ``(grid, dens)`` at ``u``,
+    given the cells' trapezoid ``area``, the cumulative area ``below`` each node (leading
+    zero) and the cell widths ``dx``.
+
+    ``u * total`` picks the last cell whose cumulative area is at most it (a binary
+    search); the remainder ``w`` in ``[0, 1]`` of that cell's area is inverted exactly:
+    inside a cell of densities ``a`` and ``b`` the CDF of ``a + (b - a) t`` is ``w`` at
+    ``t = w (a + b) / (a + sqrt(a^2 + (b^2 - a^2) w))``.
+    """
+    ncell = area.shape[0]
+    total = below[ncell]
+    out = np.empty(u.shape[0])
+    for i in range(u.shape[0]):
+        target = u[i] * total
+        lo = 0  # the number of nodes 1..ncell with below <= target (searchsorted right)
+        hi = ncell
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if below[mid + 1] <= target:
+                lo = mid + 1
+            else:
+                hi = mid
+        cell = min(lo, ncell - 1)
+        ac = area[cell]
+        wc = (target - below[cell]) / ac if ac > 0 else 0.5
+        if wc < 0.0:
+            wc = 0.0
+        elif wc > 1.0:
+            wc = 1.0
+        a = dens[cell]
+        b = dens[cell + 1]
+        den = a + math.sqrt(a * a + (b * b - a * a) * wc)
+        tc = wc * (a + b) / den if den > 0 else wc
+        out[i] = grid[cell] + tc * dx[cell]
+    return out

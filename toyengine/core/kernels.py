@@ -25,6 +25,23 @@ __all__ = ["bw_rows", "inverse_cdf", "nll_terms"]
 
 
 @numba.njit(cache=True)
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """``sum_i x_i y_i`` in four interleaved partial sums (a fixed order, so the same
+    result on every call, and four independent additions per step)."""
+    n = x.shape[0]
+    m = n - n % 4
+    s0 = s1 = s2 = s3 = 0.0
+    for i in range(0, m, 4):
+        s0 += x[i] * y[i]
+        s1 += x[i + 1] * y[i + 1]
+        s2 += x[i + 2] * y[i + 2]
+        s3 += x[i + 3] * y[i + 3]
+    for i in range(m, n):
+        s0 += x[i] * y[i]
+    return (s0 + s1) + (s2 + s3)
+
+
+@numba.njit(cache=True)
 def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray,
               basis: np.ndarray, lin: np.ndarray, iz: np.ndarray, zoff: np.ndarray,
               npar: np.ndarray, yidx: np.ndarray, pidx: np.ndarray, yields: np.ndarray,
@@ -37,18 +54,23 @@ def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray
     then (``order`` >= 1) its derivatives ``g_a`` in its ``npar[c]`` shape parameters,
     then (``order`` 2) ``g_ab`` for ``a <= b`` (row-major upper triangle); their integrals
     over the range ``I, I_a, I_ab`` are ``iz``, the component's rows starting at
-    ``zoff[c]``. The rows of all components are, in this order, the linear interpolation
-    ``(1 - t_i) G[:, k_i] + t_i G[:, k_i + 1]`` of the grid rows ``grid_rows`` and the
-    combinations ``lin @ basis[i]`` of the fixed event basis of the linear shapes. With
-    ``f = g / I`` and ``D_i = sum_c N_c f_c(x_i)``, ``a_i = w_i / max(D_i, 1e-300)``:
+    ``zoff[c]``. The rows of all components are, in this order, the linear interpolations
+    ``(1 - t_i) G[:, k_i] + t_i G[:, k_i + 1]`` of the grid rows ``G = grid_rows`` and the
+    combinations ``lin @ basis[:, i]`` of the fixed basis of the linear shapes at the
+    events. With ``f = g / I``, ``D_i = sum_c N_c f_c(x_i)`` and
+    ``a_i = w_i / max(D_i, 1e-300)``:
 
-    - ``d/dN_c = 1 - sum_i a_i f_c``, ``d/dθ_a = -N_c sum_i a_i f_a`` with
+    - ``d/dN_c = 1 - sum_i a_i f_c`` and ``d/dθ_a = -N_c sum_i a_i f_a`` with
       ``f_a = (g_a - f I_a) / I``;
     - ``d2/dp dq = sum_i a_i D_p D_q / D_i - sum_i a_i D_pq`` with ``D_{N_c} = f_c``,
       ``D_θ = N_c f_θ``, ``D_{N_c θ} = f_θ`` and ``D_{θθ'} = N_c f_θθ'``, where
       differentiating ``f I = g`` twice gives
-      ``f_ab = (g_ab - f_a I_b - f_b I_a - f I_ab) / I``: the second term needs only the
-      sums ``sum_i a_i z_i`` of the rows.
+      ``f_ab = (g_ab - f_a I_b - f_b I_a - f I_ab) / I``.
+
+    Only the sums ``sum_i a_i z_i`` of the rows enter the second term. The first is
+    ``B M B^T`` with ``M = sum_i (a_i / D_i) r_i r_i^T`` over the interpolated value and
+    first-derivative rows and the basis rows ``r_i``, and ``B`` the (constant) map from them
+    to the derivatives of ``D_i``.
 
     ``yidx[c]`` is the parameter index of ``N_c`` (``yields[c]``), ``pidx`` the indices of
     the shape parameters of all components in turn. The densities are returned as
@@ -58,62 +80,62 @@ def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray
     ncomp = zoff.shape[0]
     rg = grid_rows.shape[0]
     rl = lin.shape[0]
-    re = lin.shape[1]
-    nz = rg + rl
-    coef = np.empty(ncomp)  # D_i = sum_c coef_c g_c
+    re = basis.shape[0]
+    nraw = rg + re
+    # the raw rows at the events: interpolated grid rows, then the basis rows
+    raw = np.empty((nraw, n))
+    for r in range(rg):
+        g = grid_rows[r]
+        out = raw[r]
+        for i in range(n):
+            ki = k[i]
+            ti = t[i]
+            out[i] = g[ki] * (1.0 - ti) + g[ki + 1] * ti
+    raw[rg:] = basis
+    # D_i: the parametric components' value rows and the basis rows, each times its
+    # coefficient
+    dens = np.zeros(n)
+    bcoef = np.zeros(re)
     for c in range(ncomp):
-        coef[c] = yields[c] / iz[zoff[c]]
-    z = np.empty(nz)
-    y = np.zeros(nz)  # sum_i a_i z_i
-    jac = np.zeros(nparams)  # dD_i / dp
-    outer = np.zeros((nparams, nparams))  # sum_i a_i / D_i jac jac^T (upper triangle)
-    dens = np.empty(n)
+        o = zoff[c]
+        coef = yields[c] / iz[o]
+        if o < rg:
+            row = raw[o]
+            for i in range(n):
+                dens[i] += coef * row[i]
+        else:
+            for e in range(re):
+                bcoef[e] += coef * lin[o - rg, e]
+    for e in range(re):
+        be = bcoef[e]
+        row = raw[rg + e]
+        for i in range(n):
+            dens[i] += be * row[i]
+    a = np.empty(n)
+    q = np.empty(n)
     logsum = 0.0
     for i in range(n):
-        ki = k[i]
-        ti = t[i]
-        si = 1.0 - ti
-        for r in range(rg):
-            z[r] = grid_rows[r, ki] * si + grid_rows[r, ki + 1] * ti
-        for r in range(rl):
-            acc = 0.0
-            for e in range(re):
-                acc += lin[r, e] * basis[i, e]
-            z[rg + r] = acc
-        d = 0.0
-        for c in range(ncomp):
-            d += coef[c] * z[zoff[c]]
-        dens[i] = d
+        d = dens[i]
         if d < 1e-300:  # a NaN stays
             d = 1e-300
         logsum += w[i] * math.log(d)
-        if order == 0:
-            continue
-        a = w[i] / d
-        for r in range(nz):
-            y[r] += a * z[r]
-        if order == 1:
-            continue
-        jac[:] = 0.0
-        s = 0
-        for c in range(ncomp):
-            o = zoff[c]
-            inv = 1.0 / iz[o]
-            f = z[o] * inv
-            jac[yidx[c]] += f
-            for j in range(npar[c]):
-                jac[pidx[s + j]] += yields[c] * inv * (z[o + 1 + j] - iz[o + 1 + j] * f)
-            s += npar[c]
-        q = a / d
-        for u in range(nparams):
-            ju = q * jac[u]
-            if ju != 0.0:
-                for v in range(u, nparams):
-                    outer[u, v] += ju * jac[v]
+        a[i] = w[i] / d
+        q[i] = a[i] / d
     grad = np.zeros(nparams)
     hess = np.zeros((nparams, nparams))
     if order == 0:
         return dens, logsum, grad, hess
+    y = np.empty(rg + rl)  # sum_i a_i z_i
+    for r in range(rg):
+        y[r] = _dot(a, raw[r])
+    ybasis = np.empty(re)
+    for e in range(re):
+        ybasis[e] = _dot(a, raw[rg + e])
+    for r in range(rl):
+        acc = 0.0
+        for e in range(re):
+            acc += lin[r, e] * ybasis[e]
+        y[rg + r] = acc
     s = 0
     for c in range(ncomp):
         o = zoff[c]
@@ -141,12 +163,71 @@ def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray
                         hess[pl, pj] -= yields[c] * second
                     tri += 1
         s += p
-    if order == 2:
-        for u in range(nparams):
-            hess[u, u] += outer[u, u]
-            for v in range(u + 1, nparams):
-                hess[u, v] += outer[u, v]
-                hess[v, u] += outer[u, v]
+    if order < 2:
+        return dens, logsum, grad, hess
+    # B: d D_i / d param = B r_i; the rows r: value and first-derivative rows of the
+    # parametric components, then the basis rows
+    used = np.empty(nraw, dtype=np.int64)
+    nu = 0
+    for c in range(ncomp):
+        if zoff[c] < rg:
+            for j in range(1 + npar[c]):
+                used[nu] = zoff[c] + j
+                nu += 1
+    for e in range(re):
+        used[nu] = rg + e
+        nu += 1
+    col = np.full(nraw, -1, dtype=np.int64)
+    for u in range(nu):
+        col[used[u]] = u
+    bmat = np.zeros((nparams, nu))
+    s = 0
+    for c in range(ncomp):
+        o = zoff[c]
+        p = npar[c]
+        inv = 1.0 / iz[o]
+        yc = yidx[c]
+        if o < rg:
+            bmat[yc, col[o]] += inv
+            for j in range(p):
+                pj = pidx[s + j]
+                bmat[pj, col[o + 1 + j]] += yields[c] * inv
+                bmat[pj, col[o]] -= yields[c] * inv * (iz[o + 1 + j] * inv)
+        else:
+            for e in range(re):
+                v = lin[o - rg, e]
+                bmat[yc, col[rg + e]] += inv * v
+                for j in range(p):
+                    bmat[pidx[s + j], col[rg + e]] += yields[c] * inv * (
+                        lin[o - rg + 1 + j, e] - iz[o + 1 + j] * inv * v)
+        s += p
+    # M = sum_i q_i r_i r_i^T
+    qraw = np.empty((nu, n))
+    for u in range(nu):
+        row = raw[used[u]]
+        out = qraw[u]
+        for i in range(n):
+            out[i] = q[i] * row[i]
+    mmat = np.empty((nu, nu))
+    for u in range(nu):
+        for v in range(u, nu):
+            mmat[u, v] = _dot(qraw[u], raw[used[v]])
+            mmat[v, u] = mmat[u, v]
+    bm = np.zeros((nparams, nu))  # B M
+    for pp in range(nparams):
+        for u in range(nu):
+            acc = 0.0
+            for v in range(nu):
+                acc += bmat[pp, v] * mmat[v, u]
+            bm[pp, u] = acc
+    for pp in range(nparams):
+        for qq in range(pp, nparams):
+            acc = 0.0
+            for u in range(nu):
+                acc += bm[pp, u] * bmat[qq, u]
+            hess[pp, qq] += acc
+            if qq != pp:
+                hess[qq, pp] += acc
     return dens, logsum, grad, hess
 
 

@@ -26,6 +26,7 @@ Numerics (why it is fast and exact):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -254,7 +255,7 @@ class Model1D:
                 rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
             else:
                 v, dv, d2v = shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-                upper = np.triu_indices(len(vals))
+                upper = _upper(len(vals))
                 rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv,
                                        d2v[upper]])
             grid_rows = np.ascontiguousarray(self._convolve(rows)) if comp.convolve else rows.copy()
@@ -463,14 +464,12 @@ class UnbinnedNLL:
         self._k = k
         self._t = pos - k
         self._w = np.ones_like(self.data) if weights is None else weights
-        # the linear shapes' bases at the events, side by side (event-major for the
-        # kernel), and where each one's columns are
+        # the linear shapes' bases at the events, stacked, and where each one's rows are
         self._linear = [i for i, b in enumerate(model._basis_grid) if b is not None]
         self._parametric = [i for i, b in enumerate(model._basis_grid) if b is None]
-        cols = [self._interp(model._basis_grid[i]).T for i in self._linear]  # type: ignore[arg-type]
-        self._basis = np.ascontiguousarray(np.concatenate(cols, axis=1) if cols
-                                           else np.empty((len(self.data), 0)))
-        edges = np.cumsum([0] + [c.shape[1] for c in cols]).tolist()
+        rows = [self._interp(model._basis_grid[i]) for i in self._linear]  # type: ignore[arg-type]
+        self._basis = (np.concatenate(rows) if rows else np.empty((0, len(self.data))))
+        edges = np.cumsum([0] + [len(r) for r in rows]).tolist()
         self._basis_cols = [slice(a, b) for a, b in itertools.pairwise(edges)]
         self._yidx = np.asarray(model._yield_idx, dtype=np.int64)
         self._pidx = np.array([j for s in model._shape_idx for j in s], dtype=np.int64)
@@ -536,7 +535,7 @@ class UnbinnedNLL:
         grid_rows = (grid[0][0] if len(grid) == 1 else
                      np.concatenate([g[0] for g in grid]) if grid else
                      np.empty((0, len(self.model.grid))))
-        lin = np.zeros((sum(len(r) for r, _ in lines), self._basis.shape[1]))
+        lin = np.zeros((sum(len(r) for r, _ in lines), len(self._basis)))
         start = 0
         for (r, _), cols in zip(lines, self._basis_cols, strict=True):
             lin[start:start + len(r), cols] = r
@@ -616,6 +615,12 @@ def _n_rows(p: int, order: int) -> int:
     return 1 + (p if order >= 1 else 0) + (p * (p + 1) // 2 if order >= 2 else 0)
 
 
+@functools.cache
+def _upper(p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row-major upper triangle ``a <= b`` of a ``p x p`` matrix (``np.triu_indices``)."""
+    return np.triu_indices(p)
+
+
 def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int
                       ) -> np.ndarray:
     """The coefficients of a linear shape and, up to ``order``, their first and second
@@ -627,7 +632,7 @@ def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int
         jac = np.asarray(shape.coefficients_jacobian(vals), dtype=float)  # type: ignore[attr-defined]
         return np.concatenate([coef[None, :], jac.T])
     coef, jac, hess = shape.coefficients_with_hessian(vals)  # type: ignore[attr-defined]
-    upper = np.triu_indices(len(vals))
+    upper = _upper(len(vals))
     return np.concatenate([np.asarray(coef, dtype=float)[None, :],
                            np.asarray(jac, dtype=float).T,
                            np.asarray(hess, dtype=float)[:, upper[0], upper[1]].T])

@@ -317,3 +317,16 @@ def inverse_cdf(grid: np.ndarray, dens: np.ndarray, area: np.ndarray, below: np.
         tc = wc * (a + b) / den if den > 0 else wc
         out[i] = grid[cell] + tc * dx[cell]
     return out
+
+
+def load() -> None:
+    """Load every kernel from the cache (compiling it the first time) for the argument
+    types the likelihood and the generator pass: a worker's warm-up calls this, so that its
+    first toy does not pay numba's start (a few tenths of a second)."""
+    one = np.ones(2)
+    ints = np.zeros(1, dtype=np.int64)
+    rows = np.ones((1, 2))
+    nll_terms(ints, np.zeros(1), np.ones(1), rows, np.empty((0, 1)), np.empty((0, 0)),
+              np.ones(1), ints, ints, ints, np.empty(0, dtype=np.int64), np.ones(1), 1, 2)
+    bw_rows(one, one, one, 1.0, 1.0, 1.0, 0.0, 0.0)
+    inverse_cdf(one, one, np.ones(1), np.array([0.0, 1.0]), np.ones(1), np.full(1, 0.5))

@@ -18,10 +18,11 @@ Numerics (why it is fast and exact):
 - Linear shapes (background ``sum_k c_k B_k(x)``) are convolved once per basis function at
   build time; a likelihood call only forms ``c @ B`` at the events.
 - A parametric shape is re-evaluated and re-convolved only when its own parameters change.
-- Shape derivatives reach the likelihood through the adjoint (transpose) of the
-  interpolation and the convolution: with ``a_i = w_i / D_i`` the gradient needs
-  ``sum_i a_i dG(x_i)/dθ = u . df/dθ`` with ``u`` one correlation of the scattered ``a``,
-  whatever the number of shape parameters (:class:`UnbinnedNLL`).
+- Interpolation and convolution are linear, so a shape's first and second derivatives
+  reach the events through the same maps as the shape: they are convolved with it (one
+  batched FFT pair) and interpolated at the events with it. The value, the gradient and
+  the Hessian of the likelihood are then one compiled pass over the events
+  (:func:`toyengine.core.kernels.nll_terms`, numba; :class:`UnbinnedNLL`).
 """
 
 from __future__ import annotations
@@ -443,8 +444,6 @@ class UnbinnedNLL:
     errordef = 0.5
 
     def __init__(self, model: Model1D, data: np.ndarray, weights: np.ndarray | None = None):
-        from . import kernels  # noqa: F401 - numba, loaded with the first likelihood
-
         data = np.asarray(data, dtype=float).ravel()
         obs = model.observable
         inside = (data >= obs.lo) & (data <= obs.hi)
@@ -504,9 +503,11 @@ class UnbinnedNLL:
         (value, first derivatives, upper triangle of the second derivatives) and their
         integrals over the range; grid rows for a parametric shape
         (:meth:`Model1D._shape_rows`), coefficient rows of its basis for a linear one
-        (cached on those values)."""
+        (cached on those values). A component without shape parameters has its value row
+        only, whatever the order."""
         m = self.model
         vals = tuple([float(x[j]) for j in m._shape_idx[i]])
+        order = order if vals else 0
         hit = self._rows_cache[i]
         if hit is None or hit[0] != vals or hit[1] < order:
             if m._basis_grid[i] is None:

@@ -4,8 +4,10 @@ arithmetic, the same result on every call).
 Imported by :class:`~toyengine.core.model1d.UnbinnedNLL`, the generator of
 :class:`~toyengine.core.model1d.Model1D` and
 :meth:`~toyengine.core.lineshapes.BreitWignerGrid.density_derivatives` when first used, never
-by ``import toyengine``. The compiled code is cached next to this file (``__pycache__``), so
-only the first process after an install pays the compilation.
+by ``import toyengine``. The compiled code is cached next to this file (``__pycache__``, or
+numba's cache directory where that is read-only), so only the first process after an
+install or a change of this file pays the compilation (a few seconds); later processes pay
+numba's import and start, and load the cached code (a few tenths of a second).
 
 - :func:`nll_terms`: one pass over the events giving the densities, ``sum w ln D``, the
   gradient and the Hessian of the extended −ln L of a mixture of normalised components.
@@ -21,7 +23,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["bw_rows", "inverse_cdf", "nll_terms"]
+__all__ = ["bw_rows", "inverse_cdf", "load", "nll_terms"]
 
 
 @numba.njit(cache=True)

@@ -2,8 +2,9 @@
 arithmetic, the same result on every call).
 
 Imported by :class:`~toyengine.core.model1d.UnbinnedNLL`, the generator of
-:class:`~toyengine.core.model1d.Model1D` and
-:meth:`~toyengine.core.lineshapes.BreitWignerGrid.density_derivatives` when first used, never
+:class:`~toyengine.core.model1d.Model1D`,
+:meth:`~toyengine.core.lineshapes.BreitWignerGrid.density_derivatives` and the
+``sphere_coefficients`` functions of :mod:`toyengine.core.lineshapes` when first used, never
 by ``import toyengine``. The compiled code is cached next to this file (``__pycache__``, or
 numba's cache directory where that is read-only), so only the first process after an
 install or a change of this file pays the compilation (a few seconds); later processes pay
@@ -13,6 +14,8 @@ numba's import and start, and load the cached code (a few tenths of a second).
   gradient and the Hessian of the extended −ln L of a mixture of normalised components.
 - :func:`bw_rows`: the relativistic Breit–Wigner on a grid with its first and second
   derivatives in (m0, Γ0).
+- :func:`sphere_products`: the coefficients of a positive polynomial on the unit sphere
+  with their first and second derivatives.
 - :func:`inverse_cdf`: the exact inverse CDF of a piecewise-linear density.
 """
 
@@ -23,7 +26,7 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["bw_rows", "inverse_cdf", "load", "nll_terms"]
+__all__ = ["bw_rows", "inverse_cdf", "load", "nll_terms", "sphere_products"]
 
 
 @numba.njit(cache=True)
@@ -282,6 +285,67 @@ def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: 
 
 
 @numba.njit(cache=True)
+def sphere_products(phis: np.ndarray, order: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The positive-polynomial coefficients ``b_k`` on the unit sphere (Ostap
+    ``PositivePolynomial``; LHCb, Nature Communications 13 (2022) 3351, Eq. (2)) and, up to
+    ``order``, ``∂b_k/∂φ_j`` and ``∂²b_k/∂φ_j∂φ_l``, shapes (n + 1,), (n + 1, n) and
+    (n + 1, n, n) (zeros beyond ``order``).
+
+    ``b_k = sin²φ_0 ⋯ sin²φ_{k−1} cos²φ_k`` (no cos² factor for ``k = n``), multiplied in
+    that order. A derivative of the product replaces the factor of each differentiated
+    angle by its derivative (the second derivative when both hit the same angle) and is
+    zero when the angle is not a factor; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ,
+    (cos²)' = −sin 2φ, (cos²)'' = −2 cos 2φ. No division: exact at φ = 0 or π/2.
+    """
+    n = phis.shape[0]
+    # per angle, its sin² and cos² factors: value, first and second derivative
+    h = np.empty((n, 2, 3))
+    for i in range(n):
+        p = phis[i]
+        sin_2p = math.sin(2.0 * p)
+        cos_2p = math.cos(2.0 * p)
+        h[i, 0, 0] = math.sin(p) ** 2
+        h[i, 0, 1] = sin_2p
+        h[i, 0, 2] = 2.0 * cos_2p
+        h[i, 1, 0] = math.cos(p) ** 2
+        h[i, 1, 1] = -sin_2p
+        h[i, 1, 2] = -2.0 * cos_2p
+    b = np.empty(n + 1)
+    prod = 1.0
+    for i in range(n):
+        b[i] = prod * h[i, 1, 0]
+        prod *= h[i, 0, 0]
+    b[n] = prod
+    jac = np.zeros((n + 1, n))
+    hess = np.zeros((n + 1, n, n))
+    if order == 0:
+        return b, jac, hess
+    for k in range(n + 1):
+        m = min(k + 1, n)  # b_k has the factors of the angles 0..m-1
+        for j in range(m):
+            prod = 1.0
+            for i in range(m):
+                f = 0 if i < k else 1
+                prod *= h[i, f, 1] if i == j else h[i, f, 0]
+            jac[k, j] = prod
+            if order < 2:
+                continue
+            for l in range(m):
+                prod = 1.0
+                for i in range(m):
+                    f = 0 if i < k else 1
+                    if i == j and i == l:
+                        prod *= h[i, f, 2]
+                    elif i == j or i == l:
+                        prod *= h[i, f, 1]
+                    else:
+                        prod *= h[i, f, 0]
+                hess[k, j, l] = prod
+    return b, jac, hess
+
+
+@numba.njit(cache=True)
 def inverse_cdf(grid: np.ndarray, dens: np.ndarray, area: np.ndarray, below: np.ndarray,
                 dx: np.ndarray, u: np.ndarray) -> np.ndarray:
     """The inverse CDF of the piecewise-linear density through ``(grid, dens)`` at ``u``,
@@ -332,3 +396,4 @@ def load() -> None:
               np.ones(1), ints, ints, ints, np.empty(0, dtype=np.int64), np.ones(1), 1, 2)
     bw_rows(one, one, one, 1.0, 1.0, 1.0, 0.0, 0.0)
     inverse_cdf(one, one, np.ones(1), np.array([0.0, 1.0]), np.ones(1), np.full(1, 0.5))
+    sphere_products(one, 2)

@@ -499,79 +499,26 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     sphere_angles : the inverse map.
     sphere_coefficients_jacobian : derivatives ∂b_k/∂φ_j.
     """
+    return _sphere_products(phis, 0)[0]
+
+
+def _sphere_products(phis: ArrayLike, order: int
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """b_k, ∂b_k/∂φ_j and ∂²b_k/∂φ_j∂φ_l up to ``order`` (compiled:
+    :func:`toyengine.core.kernels.sphere_products`).
+
+    Raises
+    ------
+    ModelError
+        If ``phis`` is not 1-D.
+    """
+    from .kernels import sphere_products
+
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
     if phis.ndim != 1:
         msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
         raise ModelError(msg)
-    return np.array(_sphere_products(phis.tolist(), 0)[0])
-
-
-def _sphere_trig(phis: list[float]) -> list[tuple[float, float, float, float]]:
-    """Per angle (sin²φ, cos²φ, sin 2φ, cos 2φ), computed once for all the products."""
-    return [(math.sin(p) ** 2, math.cos(p) ** 2, math.sin(2.0 * p), math.cos(2.0 * p))
-            for p in phis]
-
-
-def _sphere_factors(trig: list[tuple[float, float, float, float]], k: int
-                    ) -> list[tuple[int, float, float, float]]:
-    """The one-angle factors of b_k as (angle index, h, h', h''): sin²φ_i for i < k and
-    cos²φ_k for k < n; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ, (cos²)' = −sin 2φ,
-    (cos²)'' = −2 cos 2φ."""
-    out = []
-    for i in range(min(k + 1, len(trig))):
-        sin2, cos2, sin_2p, cos_2p = trig[i]
-        if i < k:
-            out.append((i, sin2, sin_2p, 2.0 * cos_2p))
-        else:
-            out.append((i, cos2, -sin_2p, -2.0 * cos_2p))
-    return out
-
-
-def _sphere_products(phis: list[float], order: int) -> list:
-    """b_k, ∂b_k/∂φ_j and ∂²b_k/∂φ_j∂φ_l as nested lists, the orders 0 to ``order``.
-
-    A derivative of the product b_k = Π h_i replaces the factor of each differentiated
-    angle by its derivative (h'' when both derivatives hit the same angle); it is zero when
-    the angle is not a factor of b_k. Plain floats and no division: fast for the few angles
-    of a background polynomial and exact at φ = 0 or π/2. The one-angle factors are
-    computed once for all the orders asked for.
-    """
-    n = len(phis)
-    trig = _sphere_trig(phis)
-    rows: list = []  # b_k = sin²φ_0 ⋯ sin²φ_{k-1} cos²φ_k, multiplied in that order
-    prod = 1.0
-    for sin2, cos2, _, _ in trig:
-        rows.append(prod * cos2)
-        prod *= sin2
-    rows.append(prod)
-    out = [rows]
-    if order == 0:
-        return out
-    jac: list = []
-    hess: list = []
-    for k in range(n + 1):
-        fac = _sphere_factors(trig, k)
-        row = [0.0] * n
-        for j, _, _, _ in fac:
-            prod = 1.0
-            for i, h, h1, _ in fac:
-                prod *= h1 if i == j else h
-            row[j] = prod
-        jac.append(row)
-        if order == 1:
-            continue
-        mat = [[0.0] * n for _ in range(n)]
-        for j, _, _, _ in fac:
-            for l, _, _, _ in fac:
-                prod = 1.0
-                for i, h, h1, h2 in fac:
-                    prod *= (h2 if i == j == l else h1 if i in (j, l) else h)
-                mat[j][l] = prod
-        hess.append(mat)
-    out.append(jac)
-    if order == 2:
-        out.append(hess)
-    return out
+    return sphere_products(np.ascontiguousarray(phis), order)
 
 
 def sphere_coefficients_with_derivatives(
@@ -580,11 +527,7 @@ def sphere_coefficients_with_derivatives(
     """:func:`sphere_coefficients`, :func:`sphere_coefficients_jacobian` and
     :func:`sphere_coefficients_hessian` together (the same numbers), their common products
     formed once: shapes (n + 1,), (n + 1, n) and (n + 1, n, n)."""
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    n = phis.size
-    b, jac, hess = _sphere_products(phis.tolist(), 2)
-    return (np.array(b), np.array(jac).reshape(n + 1, n),
-            np.array(hess).reshape(n + 1, n, n))
+    return _sphere_products(phis, 2)
 
 
 def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -595,8 +538,7 @@ def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
     ∂b_k/∂φ_k = −(Π_{i<k} sin²φ_i) sin(2φ_k) and 0 for j > k. Computed without dividing by
     sin or cos, so it is exact at φ = 0 or π/2.
     """
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    return np.array(_sphere_products(phis.tolist(), 1)[1]).reshape(phis.size + 1, phis.size)
+    return _sphere_products(phis, 1)[1]
 
 
 def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -608,9 +550,7 @@ def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
     zero when φ_j or φ_l is not a factor; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ and
     (cos²)' = −sin 2φ, (cos²)'' = −2 cos 2φ. Products are formed without division.
     """
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    n = phis.size
-    return np.array(_sphere_products(phis.tolist(), 2)[2]).reshape(n + 1, n, n)
+    return _sphere_products(phis, 2)[2]
 
 
 def sphere_angles(coeffs: ArrayLike) -> NDArray[np.float64]:

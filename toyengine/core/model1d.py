@@ -250,7 +250,7 @@ class Model1D:
             shape = comp.shape
             xs = self.ext_grid if comp.convolve else self.grid
             if order == 0:
-                rows = np.asarray(shape.evaluate(xs, vals), dtype=float)[None, :]
+                rows = np.array(shape.evaluate(xs, vals), dtype=float)[None, :]  # a copy
             elif order == 1:
                 v, dv = shape.evaluate_with_gradient(xs, vals)  # type: ignore[union-attr]
                 rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
@@ -259,7 +259,7 @@ class Model1D:
                 upper = _upper(len(vals))
                 rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv,
                                        d2v[upper]])
-            grid_rows = np.ascontiguousarray(self._convolve(rows)) if comp.convolve else rows.copy()
+            grid_rows = np.ascontiguousarray(self._convolve(rows)) if comp.convolve else rows
             # FFT round-off can leave -1e-17 where the shape is zero
             np.maximum(grid_rows[0], 0.0, out=grid_rows[0])
             hit = (grid_rows, grid_rows @ self._trapz_weights)

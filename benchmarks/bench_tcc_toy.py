@@ -5,7 +5,9 @@ Usage: python benchmarks/bench_tcc_toy.py [n_toys] [grid_step] [--study]   (defa
 toys; pin it to one core, e.g. ``taskset -c 0``). Each toy is timed inside this process
 around ``model.sample`` and ``toyengine.core.fit.fit`` with ``time.perf_counter`` (wall) and
 ``time.process_time`` (CPU of this process); model building and imports are outside the
-per-toy figures and printed separately. Compare two commits side by side, alternating runs,
+per-toy figures and printed separately, as is the first toy (it also loads the compiled
+kernels of the likelihood and the generator: numba's start and its cache, or their
+compilation after an install). Compare two commits side by side, alternating runs,
 on the same core. ``nfcn`` counts NLL calls after MIGRAD and NLL + gradient + Hessian calls
 after a Newton fit.
 
@@ -62,7 +64,8 @@ def main(n: int = 200, grid_step: float | None = None, study: bool = False) -> N
           "(perf_counter / process_time):")
     print(f"median {1e3 * statistics.median(wall):.2f} ms per toy (wall), "
           f"{1e3 * statistics.median(cpu):.2f} ms (CPU); mean nfcn {statistics.mean(nfcn):.0f}")
-    print(f"outside the toys: imports {t_import:.3f} s, model build {t_build:.3f} s (wall)")
+    print(f"outside the toys: imports {t_import:.3f} s, model build {t_build:.3f} s, first "
+          f"toy {wall[0]:.3f} s (wall)")
 
 
 if __name__ == "__main__":

@@ -403,6 +403,70 @@ def test_nll_gradient_of_convolved_and_plain_shapes_matches_differences(weighted
     np.testing.assert_allclose(nll.grad(v), num, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_terms_of_several_parametric_and_linear_components_match_differences(weighted):
+    """The compiled likelihood pass (:func:`toyengine.core.kernels.nll_terms`) with two
+    parametric components (a Breit–Wigner convolved with the resolution and one that is
+    not, their grid rows stacked), two linear ones (convolved Φ2 × polynomial and plain
+    Φ3 × polynomial, their bases stacked), a Gaussian constraint and optional event
+    weights: the densities against the sum of the components at the events, the gradient
+    against central differences of the NLL and the Hessian against central differences of
+    the gradient. Relative steps 1e-6: truncation ~1e-12 and rounding ~1e-16 / 1e-6 of the
+    scale, so the agreement is ~1e-8 relative; checked at 1e-5 (as the tests above)."""
+    from toyengine.core.params import Constraint
+    from toyengine.core.shapes import PhaseSpacePolynomial
+
+    params = ParameterSet((
+        Parameter("n_sig", 300.0, (0.0, 1e5), is_yield=True),
+        Parameter("delta_m", 1.0, (-3.0, 3.0), step=0.05),
+        Parameter("gamma", 0.5, (0.01, 5.0), step=0.1),
+        Parameter("n_bkg", 600.0, (0.0, 1e5), is_yield=True),
+        Parameter("phi1", 0.9, (0.0, math.pi / 2), step=0.05),
+        Parameter("phi2", 0.7, (0.0, math.pi / 2), step=0.05),
+        Parameter("n_peak", 200.0, (0.0, 1e5), is_yield=True),
+        Parameter("peak_m", 6.0, (4.0, 8.0), step=0.05,
+                  constraint=Constraint(6.1, 0.2)),
+        Parameter("peak_g", 1.0, (0.1, 5.0), step=0.1),
+        Parameter("n_three", 150.0, (0.0, 1e5), is_yield=True),
+        Parameter("psi1", 0.6, (0.0, math.pi / 2), step=0.05),
+    ))
+    lo, hi = -4.0, 11.0
+    comps = [
+        Component("signal", "n_sig", RelativisticBW("delta_m", "gamma", TCC_OFFSET,
+                                                    2 * M["D0"], M["pi+"])),
+        Component("background", "n_bkg", PhaseSpacePolynomial(
+            ("phi1", "phi2"), TCC_OFFSET, (M["D*+"], M["D0"]), lo - 6.0, hi + 6.0)),
+        Component("peak", "n_peak", RelativisticBW("peak_m", "peak_g", TCC_OFFSET,
+                                                  2 * M["D0"], M["pi+"], L=0),
+                  convolve=False),
+        Component("three", "n_three", PhaseSpacePolynomial(
+            ("psi1",), TCC_OFFSET, (M["D0"], M["D0"], M["pi+"]), lo, hi), convolve=False),
+    ]
+    model = Model1D(Observable("delta_m", lo, hi), comps, params,
+                    Resolution("gaussian", {"sigma": 0.3}), grid_step=0.02)
+    rng = np.random.default_rng(17)
+    x = model.sample(params.values, rng)
+    nll = model.nll(x, rng.uniform(0.5, 1.5, len(x)) if weighted else None)
+    v = params.values * 1.02
+    dens = sum(v[model._yield_idx[i]] * nll.component_at_events(i, v) for i in range(4))
+    np.testing.assert_allclose(nll.event_densities(v), dens, rtol=1e-12)
+    hess = nll.hessian(v)
+    n = len(v)
+    num = np.empty((n, n))
+    num_g = np.empty(n)
+    for j in range(n):
+        s = 1e-6 * max(abs(v[j]), 1.0)
+        up, dn = v.copy(), v.copy()
+        up[j] += s
+        dn[j] -= s
+        num[:, j] = (nll.grad(up) - nll.grad(dn)) / (2 * s)
+        num_g[j] = (nll(up) - nll(dn)) / (2 * s)
+    scale = np.sqrt(np.outer(np.diag(num), np.diag(num)))
+    assert np.all(np.abs(hess - num) <= 1e-5 * (np.abs(num) + scale)), hess - num
+    np.testing.assert_array_equal(hess, hess.T)
+    np.testing.assert_allclose(nll.grad(v), num_g, rtol=1e-5, atol=1e-4)
+
+
 def test_reused_minuit_gives_the_same_fit_and_hesse_can_be_skipped():
     """fit() keeps one Minuit object per parameter set: a fit repeated after fits of other
     data sets is bit-identical to the first; without HESSE the minimum is the same within
@@ -427,7 +491,7 @@ def test_reused_minuit_gives_the_same_fit_and_hesse_can_be_skipped():
 
 def test_memoised_grid_terms_give_the_same_derivatives_and_stay_bounded():
     """The grid terms a model keeps for the Hessian (shared by the likelihoods of every
-    toy, :meth:`Model1D._shape_grid_with_hessian`) give the same gradient and Hessian, bit
+    toy, :meth:`Model1D._shape_rows`) give the same gradient and Hessian, bit
     for bit, as those of a fresh model; the memo keeps at most ``_HESSIAN_MEMO`` values."""
     from toyengine.core import model1d
 
@@ -437,9 +501,9 @@ def test_memoised_grid_terms_give_the_same_derivatives_and_stay_bounded():
     first = model.nll(x)
     hess_fresh = first.hessian(params.values)
     grad_fresh = first.grad(params.values)
-    for k in range(2 * model1d._HESSIAN_MEMO):  # other points, as a fit would visit
+    for k in range(2 * model1d._ROWS_MEMO):  # other points, as a fit would visit
         first.hessian(params.values * (1.0 + 1e-3 * (k + 1)))
-    assert all(len(m) <= model1d._HESSIAN_MEMO for m in model._hessian_memo)
+    assert all(len(m) <= model1d._ROWS_MEMO for m in model._rows_memo)
     first.hessian(params.values)  # back in the memo, then read by another toy's likelihood
     again = model.nll(x)
     np.testing.assert_array_equal(again.hessian(params.values), hess_fresh)

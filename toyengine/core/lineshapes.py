@@ -386,72 +386,20 @@ class BreitWignerGrid:
         w_Γ = w/Γ0, w_m = w (2/m0 + a), w_mm = w [(2/m0 + a)² − 2/m0² + a'],
         a = d ln c0/dm0 (:meth:`_dlog_c0`) gives the derivatives in (m0, Γ0).
 
+        Computed in one compiled pass over the grid (:func:`toyengine.core.kernels.bw_rows`).
+
         Returns
         -------
         (F, dF, d2F) : tuple of ndarray
-            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0.
+            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0 (views of one
+            (7, n) array).
         """
+        from .kernels import bw_rows
+
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
-        c0 = self._c0(q0)
-        w = (gamma0 * m0 * m0 * c0) * self._g
-        u = m0 * m0 - self._m2
-        u2, w2 = u * u, w * w
-        denom = u2 + w2
-        r1 = self._pref / denom  # P/D, then P/D²
-        f = r1 * w
-        r1 /= denom
-        r2 = r1 / denom  # P/D³
-        uw = u * w
-        f_w = r1 * (u2 - w2)
-        f_u = r1 * uw
-        f_u *= -2.0
-        f_ww = 3.0 * u2
-        f_ww -= w2
-        f_ww *= w
-        f_ww *= r2
-        f_ww *= -2.0
-        f_uw = 3.0 * w2
-        f_uw -= u2
-        f_uw *= u
-        f_uw *= r2
-        f_uw *= 2.0
         a, da = self._dlog_c0(m0, q0)
-        lm = 2.0 / m0 + a
-        c2 = lm * lm - 2.0 / (m0 * m0) + da  # w_mm = w c2
-        u_m = 2.0 * m0
-        inv_g = 1.0 / gamma0
-        # w_m = w lm, w_g = w / Γ0
-        d1 = np.empty((2, len(w)))
-        d2 = np.empty((2, 2, len(w)))
-        fw_w = f_w * w  # F_w w
-        np.multiply(f_u, u_m, out=d1[0])
-        d1[0] += lm * fw_w
-        np.multiply(fw_w, inv_g, out=d1[1])
-        fww_w = f_ww * w  # F_ww w
-        d_gg = d2[1, 1]
-        np.multiply(fww_w, w, out=d_gg)
-        d_gg *= inv_g * inv_g
-        d_mg = d2[0, 1]
-        np.multiply(f_uw, u_m, out=d_mg)
-        d_mg += lm * fww_w
-        d_mg += lm * f_w
-        d_mg *= w
-        d_mg *= inv_g
-        d2[1, 0] = d_mg
-        d_mm = d2[0, 0]
-        # −F_ww u_m² + 2 F_uw u_m w_m + F_ww w_m² + 2 F_u + F_w w_mm
-        np.multiply(f_ww, -u_m * u_m, out=d_mm)
-        f_uw *= (2.0 * u_m * lm)
-        f_uw *= w
-        d_mm += f_uw
-        fww_w *= w
-        fww_w *= lm * lm
-        d_mm += fww_w
-        f_u *= 2.0
-        d_mm += f_u
-        fw_w *= c2
-        d_mm += fw_w
-        return f, d1, d2
+        rows = bw_rows(self._pref, self._m2, self._g, m0, gamma0, self._c0(q0), a, da)
+        return rows[0], rows[1:3], rows[3:].reshape(2, 2, -1)
 
 
 def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> tuple[float, float]:
@@ -551,79 +499,26 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     sphere_angles : the inverse map.
     sphere_coefficients_jacobian : derivatives ∂b_k/∂φ_j.
     """
+    return _sphere_products(phis, 0)[0]
+
+
+def _sphere_products(phis: ArrayLike, order: int
+                     ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """b_k, ∂b_k/∂φ_j and ∂²b_k/∂φ_j∂φ_l up to ``order`` (compiled:
+    :func:`toyengine.core.kernels.sphere_products`).
+
+    Raises
+    ------
+    ModelError
+        If ``phis`` is not 1-D.
+    """
+    from .kernels import sphere_products
+
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
     if phis.ndim != 1:
         msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
         raise ModelError(msg)
-    return np.array(_sphere_products(phis.tolist(), 0)[0])
-
-
-def _sphere_trig(phis: list[float]) -> list[tuple[float, float, float, float]]:
-    """Per angle (sin²φ, cos²φ, sin 2φ, cos 2φ), computed once for all the products."""
-    return [(math.sin(p) ** 2, math.cos(p) ** 2, math.sin(2.0 * p), math.cos(2.0 * p))
-            for p in phis]
-
-
-def _sphere_factors(trig: list[tuple[float, float, float, float]], k: int
-                    ) -> list[tuple[int, float, float, float]]:
-    """The one-angle factors of b_k as (angle index, h, h', h''): sin²φ_i for i < k and
-    cos²φ_k for k < n; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ, (cos²)' = −sin 2φ,
-    (cos²)'' = −2 cos 2φ."""
-    out = []
-    for i in range(min(k + 1, len(trig))):
-        sin2, cos2, sin_2p, cos_2p = trig[i]
-        if i < k:
-            out.append((i, sin2, sin_2p, 2.0 * cos_2p))
-        else:
-            out.append((i, cos2, -sin_2p, -2.0 * cos_2p))
-    return out
-
-
-def _sphere_products(phis: list[float], order: int) -> list:
-    """b_k, ∂b_k/∂φ_j and ∂²b_k/∂φ_j∂φ_l as nested lists, the orders 0 to ``order``.
-
-    A derivative of the product b_k = Π h_i replaces the factor of each differentiated
-    angle by its derivative (h'' when both derivatives hit the same angle); it is zero when
-    the angle is not a factor of b_k. Plain floats and no division: fast for the few angles
-    of a background polynomial and exact at φ = 0 or π/2. The one-angle factors are
-    computed once for all the orders asked for.
-    """
-    n = len(phis)
-    trig = _sphere_trig(phis)
-    rows: list = []  # b_k = sin²φ_0 ⋯ sin²φ_{k-1} cos²φ_k, multiplied in that order
-    prod = 1.0
-    for sin2, cos2, _, _ in trig:
-        rows.append(prod * cos2)
-        prod *= sin2
-    rows.append(prod)
-    out = [rows]
-    if order == 0:
-        return out
-    jac: list = []
-    hess: list = []
-    for k in range(n + 1):
-        fac = _sphere_factors(trig, k)
-        row = [0.0] * n
-        for j, _, _, _ in fac:
-            prod = 1.0
-            for i, h, h1, _ in fac:
-                prod *= h1 if i == j else h
-            row[j] = prod
-        jac.append(row)
-        if order == 1:
-            continue
-        mat = [[0.0] * n for _ in range(n)]
-        for j, _, _, _ in fac:
-            for l, _, _, _ in fac:
-                prod = 1.0
-                for i, h, h1, h2 in fac:
-                    prod *= (h2 if i == j == l else h1 if i in (j, l) else h)
-                mat[j][l] = prod
-        hess.append(mat)
-    out.append(jac)
-    if order == 2:
-        out.append(hess)
-    return out
+    return sphere_products(np.ascontiguousarray(phis), order)
 
 
 def sphere_coefficients_with_derivatives(
@@ -632,11 +527,7 @@ def sphere_coefficients_with_derivatives(
     """:func:`sphere_coefficients`, :func:`sphere_coefficients_jacobian` and
     :func:`sphere_coefficients_hessian` together (the same numbers), their common products
     formed once: shapes (n + 1,), (n + 1, n) and (n + 1, n, n)."""
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    n = phis.size
-    b, jac, hess = _sphere_products(phis.tolist(), 2)
-    return (np.array(b), np.array(jac).reshape(n + 1, n),
-            np.array(hess).reshape(n + 1, n, n))
+    return _sphere_products(phis, 2)
 
 
 def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -647,8 +538,7 @@ def sphere_coefficients_jacobian(phis: ArrayLike) -> NDArray[np.float64]:
     ∂b_k/∂φ_k = −(Π_{i<k} sin²φ_i) sin(2φ_k) and 0 for j > k. Computed without dividing by
     sin or cos, so it is exact at φ = 0 or π/2.
     """
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    return np.array(_sphere_products(phis.tolist(), 1)[1]).reshape(phis.size + 1, phis.size)
+    return _sphere_products(phis, 1)[1]
 
 
 def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
@@ -660,9 +550,7 @@ def sphere_coefficients_hessian(phis: ArrayLike) -> NDArray[np.float64]:
     zero when φ_j or φ_l is not a factor; (sin²)' = sin 2φ, (sin²)'' = 2 cos 2φ and
     (cos²)' = −sin 2φ, (cos²)'' = −2 cos 2φ. Products are formed without division.
     """
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    n = phis.size
-    return np.array(_sphere_products(phis.tolist(), 2)[2]).reshape(n + 1, n, n)
+    return _sphere_products(phis, 2)[2]
 
 
 def sphere_angles(coeffs: ArrayLike) -> NDArray[np.float64]:

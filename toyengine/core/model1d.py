@@ -18,14 +18,17 @@ Numerics (why it is fast and exact):
 - Linear shapes (background ``sum_k c_k B_k(x)``) are convolved once per basis function at
   build time; a likelihood call only forms ``c @ B`` at the events.
 - A parametric shape is re-evaluated and re-convolved only when its own parameters change.
-- Shape derivatives reach the likelihood through the adjoint (transpose) of the
-  interpolation and the convolution: with ``a_i = w_i / D_i`` the gradient needs
-  ``sum_i a_i dG(x_i)/dθ = u . df/dθ`` with ``u`` one correlation of the scattered ``a``,
-  whatever the number of shape parameters (:class:`UnbinnedNLL`).
+- Interpolation and convolution are linear, so a shape's first and second derivatives
+  reach the events through the same maps as the shape: they are convolved with it (one
+  batched FFT pair) and interpolated at the events with it. The value, the gradient and
+  the Hessian of the likelihood are then one compiled pass over the events
+  (:func:`toyengine.core.kernels.nll_terms`, numba; :class:`UnbinnedNLL`).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,8 +54,8 @@ __all__ = [
     "sample_piecewise_linear",
 ]
 
-#: how many shape values :meth:`Model1D._shape_grid_with_hessian` keeps per component
-_HESSIAN_MEMO = 8
+#: how many shape values :meth:`Model1D._shape_rows` keeps per component
+_ROWS_MEMO = 8
 
 #: stream name of a toy drawn from the total density (a model with a negative yield); not
 #: a valid component name of the declarative builder, so it never shares a component's
@@ -185,18 +188,14 @@ class Model1D:
             self._nfft = scipy.fft.next_fast_len(n + 2 * self.pad, real=True)
             self.ext_grid = lo + self.h * np.arange(-self.pad, self._nfft - self.pad)
             self._kernel_fft = scipy.fft.rfft(kernel, self._nfft)
-            self._kernel_fft_conj = np.conj(self._kernel_fft)
         else:
             self.pad = 0
             self.ext_grid = self.grid
             self._nfft = 0
             self._kernel_fft = None
-        # the integral over [lo, hi] as a linear map: trapz(G) = G . w on the grid, and for
-        # G = conv(f), = f . correlate(w) on the padded grid (its gradient in f)
+        # the integral over [lo, hi] as a linear map: trapz(G) = G . w on the grid
         self._trapz_weights = np.full(n, self.h)
         self._trapz_weights[[0, -1]] *= 0.5
-        self._norm_adjoint = (self._correlate(self._trapz_weights)
-                              if self._kernel_fft is not None else None)
 
         # parameter indices used on every call
         self._yield_idx = np.array([parameters.index(c.yield_param) for c in self.components])
@@ -217,10 +216,9 @@ class Model1D:
                            for b in self._basis_grid]
         # per component: the values its entry belongs to and the normalised grid density
         self._cache: list[dict[str, object]] = [{} for _ in self.components]
-        # per parametric component: its grid terms up to second derivatives at the last
-        # few shape values (:meth:`_shape_grid_with_hessian`)
-        self._hessian_memo: list[dict[tuple[float, ...], tuple]] = [
-            {} for _ in self.components]
+        # per parametric component: its grid rows with derivatives at the last few shape
+        # values and orders asked for (:meth:`_shape_rows`)
+        self._rows_memo: list[dict[tuple, tuple]] = [{} for _ in self.components]
 
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
@@ -232,58 +230,45 @@ class Model1D:
         start = 2 * self.pad
         return full[..., start:start + len(self.grid)]
 
-    def _correlate(self, b: np.ndarray) -> np.ndarray:
-        """The adjoint of :meth:`_convolve` (rows batched): for ``b`` on the fit-range grid,
-        the vector ``u`` on the padded grid with ``u . f = b . conv(f)`` for every ``f``,
-        i.e. the gradient of ``b . conv(f)`` in ``f`` (a circular correlation)."""
-        full = np.zeros((*b.shape[:-1], self._nfft))
-        start = 2 * self.pad
-        full[..., start:start + len(self.grid)] = b
-        spec = scipy.fft.rfft(full, axis=-1, overwrite_x=True)
-        spec *= self._kernel_fft_conj
-        return scipy.fft.irfft(spec, self._nfft, axis=-1, overwrite_x=True)
-
-    def _shape_grid(self, i: int, vals: tuple[float, ...]) -> tuple[np.ndarray, float]:
-        """Parametric component ``i`` at its shape values ``vals``: the unnormalised
-        (convolved) density on the fit-range grid and its trapezoid integral."""
-        comp = self.components[i]
-        xs = self.ext_grid if comp.convolve else self.grid
-        f = np.asarray(comp.shape.evaluate(xs, vals), dtype=float)  # type: ignore[union-attr]
-        g = self._convolve(f) if comp.convolve else f
-        g = np.maximum(g, 0.0)  # FFT round-off can leave -1e-17 where the shape is zero
-        return g, float(g @ self._trapz_weights)
-
-    def _shape_grid_with_hessian(self, i: int, vals: tuple[float, ...]
-                                 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    def _shape_rows(self, i: int, vals: tuple[float, ...], order: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """Parametric component ``i`` at shape values ``vals``: the unnormalised
-        (convolved) density and its first derivatives on the fit-range grid (rows, one
-        batched FFT pair), its trapezoid integral, and the shape's first and second
-        derivatives on its evaluation grid; what a likelihood's Hessian needs before the
-        events enter.
+        (convolved) density on the fit-range grid, then (``order`` >= 1) its first
+        derivatives and (``order`` 2) its second derivatives ``a <= b`` (row-major upper
+        triangle), as rows convolved together (one batched FFT pair), and their trapezoid
+        integrals: what a likelihood's derivatives need before the events enter.
 
-        Shared by every likelihood of the model and kept for the last
-        :data:`_HESSIAN_MEMO` values asked for: the fits of a study's toys all start at the
-        same values (the generation values), so each toy's first point is found here. The
-        entries are never modified."""
-        memo = self._hessian_memo[i]
-        hit = memo.pop(vals, None)
+        Shared by every likelihood of the model and kept for the last :data:`_ROWS_MEMO`
+        values and orders asked for: the fits of a study's toys all start at the same values
+        (the generation values), so each toy's first point is found here. The entries are
+        never modified."""
+        memo = self._rows_memo[i]
+        key = (order, *vals)
+        hit = memo.pop(key, None)
         if hit is None:
             comp = self.components[i]
+            shape = comp.shape
             xs = self.ext_grid if comp.convolve else self.grid
-            v, dv, d2v = comp.shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
-            rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
-            grid_rows = self._convolve(rows) if comp.convolve else rows
-            # FFT round-off can leave -1e-17 where the shape is zero (as in _shape_grid)
-            grid_rows[0] = np.maximum(grid_rows[0], 0.0)
-            hit = (grid_rows, float(grid_rows[0] @ self._trapz_weights), dv, d2v)
-            for a in (grid_rows, dv, d2v):
-                a.setflags(write=False)
-            while len(memo) >= _HESSIAN_MEMO:
+            if order == 0:
+                rows = np.array(shape.evaluate(xs, vals), dtype=float)[None, :]  # a copy
+            elif order == 1:
+                v, dv = shape.evaluate_with_gradient(xs, vals)  # type: ignore[union-attr]
+                rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
+            else:
+                v, dv, d2v = shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
+                upper = _upper(len(vals))
+                rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv,
+                                       d2v[upper]])
+            grid_rows = np.ascontiguousarray(self._convolve(rows)) if comp.convolve else rows
+            # FFT round-off can leave -1e-17 where the shape is zero
+            np.maximum(grid_rows[0], 0.0, out=grid_rows[0])
+            hit = (grid_rows, grid_rows @ self._trapz_weights)
+            while len(memo) >= _ROWS_MEMO:
                 try:  # the oldest entry (dicts keep their order of insertion)
                     memo.pop(next(iter(memo)), None)
                 except (StopIteration, RuntimeError):  # another thread changed it
                     break
-        memo[vals] = hit
+        memo[key] = hit
         return hit
 
     def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
@@ -307,7 +292,8 @@ class Model1D:
             g = coef @ basis
             norm = coef @ self._basis_int[i]
         else:
-            g, norm = self._shape_grid(i, vals)
+            rows, integrals = self._shape_rows(i, vals, 0)
+            g, norm = rows[0], float(integrals[0])
         if not (norm > 0 and math.isfinite(norm)):
             g = np.full_like(self.grid, np.nan)
         else:
@@ -423,29 +409,17 @@ class Model1D:
         return self.grid.copy(), self.density_grid(x) * self._trapz_weights * total
 
 
-class _Terms:
-    """One component of an :class:`UnbinnedNLL` at one set of its shape values.
+class _Point:
+    """What :class:`UnbinnedNLL` computes at one parameter vector with derivatives up to
+    ``order``: the event densities, ``sum_i w_i ln D_i`` and (``order`` >= 1, constraint
+    terms included) the gradient and (``order`` 2) the Hessian."""
 
-    The component's density at the events is ``events(v) / norm(v)``, both linear in a
-    vector ``v`` that depends on the shape parameters only: the shape on its evaluation grid
-    (a parametric shape; ``events`` is the convolution, if any, then the interpolation at
-    the events) or the coefficients of its fixed basis (a linear shape; ``events`` is the
-    basis at the events). ``norm`` is ``v . kappa`` with ``kappa`` the integral over the
-    range as a linear map. Entries are filled as the likelihood, its gradient and its
-    Hessian ask for them.
-    """
+    __slots__ = ("dens", "grad", "hess", "key", "logsum", "order")
 
-    __slots__ = ("d2v", "dg", "dv", "f", "i_a", "i_ab", "norm", "vals")
-
-    def __init__(self, vals: tuple[float, ...], f: np.ndarray, norm: float):
-        self.vals = vals
-        self.f = f  # normalised density at the events
-        self.norm = norm
-        self.dv: np.ndarray | None = None  # (p, M) derivatives of v
-        self.i_a: np.ndarray | None = None  # (p,) derivatives of norm
-        self.d2v: np.ndarray | None = None  # (p, p, M)
-        self.i_ab: np.ndarray | None = None  # (p, p)
-        self.dg: np.ndarray | None = None  # (p, n) derivatives of f at the events
+    def __init__(self, key: bytes, order: int, dens: np.ndarray, logsum: float,
+                 grad: np.ndarray, hess: np.ndarray):
+        self.key, self.order, self.dens, self.logsum = key, order, dens, logsum
+        self.grad, self.hess = grad, hess
 
 
 class UnbinnedNLL:
@@ -457,10 +431,14 @@ class UnbinnedNLL:
     estimate is the weighted-likelihood one and :meth:`weighted_covariance` gives the sandwich
     covariance ``H^-1 (sum_i w_i^2 g_i g_i^T) H^-1`` (Langenbruch, EPJC 82 (2022) 393, Eq. 18).
 
-    The gradient and Hessian are analytic (:meth:`_grad`, :meth:`_hessian`). The shape
-    derivatives enter through the adjoint of the convolution: for ``a_i = w_i / D_i``,
-    ``sum_i a_i dG(x_i)/dθ = u . df/dθ`` with ``u = correlate(interp^T a)`` computed once per
-    point, so a gradient needs one FFT pair whatever the number of shape parameters.
+    The gradient and Hessian are analytic (:meth:`_grad`, :meth:`_hessian`). Each
+    component's density at the events is ``g / I`` with ``g`` linear in its shape: the
+    interpolation of its (convolved) grid density, or its coefficients times its fixed basis
+    at the events. Its first and second derivatives in the shape parameters are therefore
+    the same maps applied to the derivatives of the shape (convolved together with it, one
+    batched FFT pair), and one compiled pass over the events
+    (:func:`toyengine.core.kernels.nll_terms`) gives the value, the gradient and the
+    Hessian.
     """
 
     errordef = 0.5
@@ -481,168 +459,107 @@ class UnbinnedNLL:
         self.weights = weights
         # linear-interpolation stencil of each event on the grid (fixed during a fit)
         pos = (self.data - obs.lo) / model.h
-        k = np.clip(np.floor(pos).astype(int), 0, len(model.grid) - 2)
+        k = np.clip(np.floor(pos).astype(np.int64), 0, len(model.grid) - 2)
         self._k = k
         self._t = pos - k
-        self._k1 = k + 1
-        self._t1 = 1.0 - self._t
-        self._event_basis = [None if b is None else self._interp(b) for b in model._basis_grid]
-        # per component: its terms at the shape values asked for last
-        self._terms_cache: list[_Terms | None] = [None] * len(model.components)
-        # the parameter vector asked for last, its event densities and adjoint vectors
-        self._last_key: bytes | None = None
-        self._last_dens = np.empty(0)
-        self._last_adjoint: dict[object, np.ndarray] = {}  # and its derivatives
         self._w = np.ones_like(self.data) if weights is None else weights
+        # the linear shapes' bases at the events, stacked, and where each one's rows are
+        self._linear = [i for i, b in enumerate(model._basis_grid) if b is not None]
+        self._parametric = [i for i, b in enumerate(model._basis_grid) if b is None]
+        rows = [self._interp(model._basis_grid[i]) for i in self._linear]  # type: ignore[arg-type]
+        self._basis = (np.concatenate(rows) if rows else np.empty((0, len(self.data))))
+        edges = np.cumsum([0] + [len(r) for r in rows]).tolist()
+        self._basis_cols = [slice(a, b) for a, b in itertools.pairwise(edges)]
+        self._yidx = np.asarray(model._yield_idx, dtype=np.int64)
+        self._pidx = np.array([j for s in model._shape_idx for j in s], dtype=np.int64)
+        self._npar = np.array([len(s) for s in model._shape_idx], dtype=np.int64)
+        self._zoff = [self._row_offsets(order) for order in range(3)]
+        # per component: its rows at the shape values and order asked for last
+        self._rows_cache: list[tuple | None] = [None] * len(model.components)
+        self._last: _Point | None = None
         self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
-        # per component: its yield's index, its shape parameters' and their Hessian block
-        # (a slice when they are consecutive: basic indexing, no copies)
-        self._param_slots: list[tuple[int, slice | np.ndarray, tuple]] = []
-        for yi, sidx in zip(model._yield_idx, model._shape_idx, strict=True):
-            if sidx and list(sidx) == list(range(sidx[0], sidx[0] + len(sidx))):
-                sl = slice(sidx[0], sidx[0] + len(sidx))
-                self._param_slots.append((int(yi), sl, (sl, sl)))
-            else:
-                idx = np.array(sidx, dtype=int)
-                self._param_slots.append((int(yi), idx, np.ix_(idx, idx)))
         if model.supports_gradient():
             self.grad = self._grad  # iminuit uses it when present
             if model.supports_hessian():
                 self.hessian = self._hessian  # and this one, in MIGRAD's seed and HESSE
 
+    def _row_offsets(self, order: int) -> np.ndarray:
+        """Where each component's rows start among the kernel's rows at ``order``: the
+        parametric components' grid rows, then the linear components' rows."""
+        zoff = np.zeros(len(self.model.components), dtype=np.int64)
+        start = 0
+        for i in self._parametric + self._linear:
+            zoff[i] = start
+            start += _n_rows(int(self._npar[i]), order)
+        return zoff
+
     def _interp(self, g: np.ndarray) -> np.ndarray:
-        # np.take along the last axis: ~2x faster than fancy indexing on stacked rows
-        out = np.take(g, self._k, axis=-1)
-        out *= self._t1
-        right = np.take(g, self._k1, axis=-1)
-        right *= self._t
-        out += right
-        return out
+        """The grid rows ``g`` linearly interpolated at the events."""
+        return np.take(g, self._k, axis=-1) * (1.0 - self._t) + np.take(g, self._k + 1,
+                                                                         axis=-1) * self._t
 
-    def _interp_adjoint(self, a: np.ndarray) -> np.ndarray:
-        """The transpose of :meth:`_interp`: ``b`` on the grid with ``b . g = a . interp(g)``."""
-        n = len(self.model.grid)
-        return (np.bincount(self._k, a * self._t1, n)
-                + np.bincount(self._k1, a * self._t, n))
-
-    def _terms(self, i: int, x: np.ndarray, order: int) -> _Terms:
-        """Component ``i`` at the shape values of ``x`` with its derivatives up to
-        ``order`` (cached on those values)."""
+    def _rows(self, i: int, x: np.ndarray, order: int) -> tuple[np.ndarray, np.ndarray]:
+        """Component ``i`` at the shape values of ``x``: its rows up to ``order``
+        (value, first derivatives, upper triangle of the second derivatives) and their
+        integrals over the range; grid rows for a parametric shape
+        (:meth:`Model1D._shape_rows`), coefficient rows of its basis for a linear one
+        (cached on those values). A component without shape parameters has its value row
+        only, whatever the order."""
         m = self.model
         vals = tuple([float(x[j]) for j in m._shape_idx[i]])
-        t = self._terms_cache[i]
-        comp = m.components[i]
-        eb = self._event_basis[i]
-        if (t is None or t.vals != vals) and order >= 2:
-            t = self._terms_cache[i] = (self._terms_with_hessian(i, vals) if eb is None
-                                        else self._linear_terms_with_hessian(i, vals))
-        if t is None or t.vals != vals:
-            if eb is not None:
-                coef = np.asarray(comp.shape.coefficients(vals), dtype=float)  # type: ignore[union-attr]
-                norm = float(coef @ m._basis_int[i])
-                f = (coef @ eb) / norm
+        order = order if vals else 0
+        hit = self._rows_cache[i]
+        if hit is None or hit[0] != vals or hit[1] < order:
+            if m._basis_grid[i] is None:
+                rows, integrals = m._shape_rows(i, vals, order)
             else:
-                g, norm = m._shape_grid(i, vals)
-                if norm > 0 and math.isfinite(norm):
-                    f = self._interp(g) / norm
-                else:
-                    f = np.full_like(self.data, np.nan)
-            t = self._terms_cache[i] = _Terms(vals, f, norm)
-        if order >= 1 and t.dv is None:
-            if eb is not None:
-                t.dv = np.asarray(comp.shape.coefficients_jacobian(vals), dtype=float).T  # type: ignore[union-attr]
-            else:
-                xs = m.ext_grid if comp.convolve else m.grid
-                t.dv = comp.shape.evaluate_with_gradient(xs, vals)[1]  # type: ignore[union-attr]
-            t.i_a = t.dv @ self._norm_map(i)
-        if order >= 2 and t.dg is None:
-            if eb is not None:
-                ch = comp.shape.coefficients_with_hessian(vals)[2]  # type: ignore[union-attr]
-                t.d2v = np.asarray(ch, dtype=float).transpose(1, 2, 0)
-                dv_events = t.dv @ eb
-            else:
-                if t.d2v is None:
-                    xs = m.ext_grid if comp.convolve else m.grid
-                    t.d2v = comp.shape.evaluate_with_hessian(xs, vals)[2]  # type: ignore[union-attr]
-                dv_events = self._interp(m._convolve(t.dv) if comp.convolve else t.dv)
-            t.i_ab = t.d2v @ self._norm_map(i)
-            t.dg = (dv_events - t.i_a[:, None] * t.f[None, :]) / t.norm  # type: ignore[index]
-        return t
+                rows = _coefficient_rows(m.components[i].shape, vals, order)  # type: ignore[arg-type]
+                integrals = rows @ m._basis_int[i]
+            hit = self._rows_cache[i] = (vals, order, rows, integrals)
+        nr = _n_rows(len(vals), order)
+        return hit[2][:nr], hit[3][:nr]
 
-    def _terms_with_hessian(self, i: int, vals: tuple[float, ...]) -> _Terms:
-        """Parametric component ``i`` at shape values ``vals`` with all its terms up to the
-        second derivatives, the shape and its first derivatives convolved and interpolated
-        together (one batched FFT pair): what a Hessian asked for before the value needs
-        (the Newton fitter's order)."""
-        grid_rows, norm, dv, d2v = self.model._shape_grid_with_hessian(i, vals)
-        events = self._interp(grid_rows)
-        f = (events[0] / norm if norm > 0 and math.isfinite(norm)
-             else np.full_like(self.data, np.nan))
-        t = _Terms(vals, f, norm)
-        kappa = self._norm_map(i)
-        t.dv, t.d2v = dv, d2v
-        t.i_a = dv @ kappa
-        t.i_ab = d2v @ kappa
-        t.dg = (events[1:] - t.i_a[:, None] * f[None, :]) / norm
-        return t
+    def _point(self, x: np.ndarray, order: int) -> _Point:
+        """The densities, ``sum_i w_i ln D_i`` and the derivatives up to ``order`` at
+        ``x`` (:func:`toyengine.core.kernels.nll_terms`, plus the constraint terms),
+        memoised for the last ``x`` (a Hessian brings the gradient and the value at the
+        same point for free)."""
+        from .kernels import nll_terms
 
-    def _linear_terms_with_hessian(self, i: int, vals: tuple[float, ...]) -> _Terms:
-        """Linear component ``i`` at coefficient parameters ``vals`` with all its terms up
-        to the second derivatives, the coefficients and their derivatives computed together
-        (``coefficients_with_hessian``)."""
-        m = self.model
-        eb = self._event_basis[i]
-        coef, jac, ch = m.components[i].shape.coefficients_with_hessian(vals)  # type: ignore[union-attr]
-        kappa = m._basis_int[i]
-        norm = float(np.asarray(coef, dtype=float) @ kappa)  # type: ignore[operator]
-        t = _Terms(vals, (coef @ eb) / norm, norm)  # type: ignore[operator]
-        t.dv = np.asarray(jac, dtype=float).T
-        t.i_a = t.dv @ kappa
-        t.d2v = np.asarray(ch, dtype=float).transpose(1, 2, 0)
-        t.i_ab = t.d2v @ kappa
-        t.dg = (t.dv @ eb - t.i_a[:, None] * t.f[None, :]) / norm  # type: ignore[index]
-        return t
-
-    def _norm_map(self, i: int) -> np.ndarray:
-        """``kappa`` of component ``i``: its integral over the range is ``v . kappa``."""
-        m = self.model
-        if m._basis_int[i] is not None:
-            return m._basis_int[i]  # type: ignore[return-value]
-        return m._norm_adjoint if m.components[i].convolve else m._trapz_weights  # type: ignore[return-value]
-
-    def _adjoint(self, i: int, a: np.ndarray) -> np.ndarray:
-        """``u`` with ``u . dv = sum_i a_i events(dv)_i`` for component ``i``, where ``a`` is
-        ``w / D`` at the point of the last :meth:`event_densities` (memoised there per kind
-        of component)."""
-        eb = self._event_basis[i]
-        if eb is not None:
-            return eb @ a
-        memo = self._last_adjoint
-        convolve = self.model.components[i].convolve
-        if convolve not in memo:
-            b = self._interp_adjoint(a)
-            memo[convolve] = self.model._correlate(b) if convolve else b
-        return memo[convolve]
+        x = np.asarray(x, dtype=float)
+        key = x.tobytes()
+        last = self._last
+        if last is not None and last.key == key and last.order >= order:
+            return last
+        grid = [self._rows(i, x, order) for i in self._parametric]
+        lines = [self._rows(i, x, order) for i in self._linear]
+        grid_rows = (grid[0][0] if len(grid) == 1 else
+                     np.concatenate([g[0] for g in grid]) if grid else
+                     np.empty((0, len(self.model.grid))))
+        lin = np.zeros((sum(len(r) for r, _ in lines), len(self._basis)))
+        start = 0
+        for (r, _), cols in zip(lines, self._basis_cols, strict=True):
+            lin[start:start + len(r), cols] = r
+            start += len(r)
+        iz = np.concatenate([g[1] for g in grid] + [r[1] for r in lines])
+        dens, logsum, grad, hess = nll_terms(
+            self._k, self._t, self._w, grid_rows, self._basis, lin, iz, self._zoff[order],
+            self._npar, self._yidx, self._pidx, x[self._yidx], len(x), order)
+        if len(self._cidx):
+            if order >= 1:
+                grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
+            if order >= 2:
+                hess[self._cidx, self._cidx] += 1.0 / self._csig**2
+        self._last = point = _Point(key, order, dens, logsum, grad, hess)
+        return point
 
     def component_at_events(self, i: int, x: np.ndarray) -> np.ndarray:
         """Normalised density of component ``i`` at the events."""
-        return self._terms(i, x, 0).f
+        return self._interp(self.model.component_grid(i, x))
 
-    def event_densities(self, x: np.ndarray, order: int = 0) -> np.ndarray:
-        """``sum_c N_c f_c(x_i)`` for every event (cached for the last ``x``); at a new
-        ``x`` the components' terms are computed with their derivatives up to ``order``
-        (in one pass: :meth:`_terms_with_hessian`)."""
-        x = np.asarray(x, dtype=float)
-        key = x.tobytes()
-        if key == self._last_key:
-            return self._last_dens
-        m = self.model
-        yields = x[m._yield_idx]
-        dens = yields[0] * self._terms(0, x, order if m._shape_idx[0] else 0).f
-        for i in range(1, len(yields)):
-            dens += yields[i] * self._terms(i, x, order if m._shape_idx[i] else 0).f
-        self._last_key, self._last_dens, self._last_adjoint = key, dens, {}
-        return dens
+    def event_densities(self, x: np.ndarray) -> np.ndarray:
+        """``sum_c N_c f_c(x_i)`` for every event (memoised for the last ``x``)."""
+        return self._point(x, 0).dens
 
     def __call__(self, x: np.ndarray) -> float:
         x = np.asarray(x, dtype=float)
@@ -650,87 +567,19 @@ class UnbinnedNLL:
         if not yields.sum() > 0.0:
             return 1e300  # no expected events: outside the model (negative yields may only
             #               cancel part of the total), as for a non-finite value below
-        dens = self.event_densities(x)
-        logd = np.log(np.maximum(dens, 1e-300))
-        if self.weights is None:
-            val = yields.sum() - logd.sum()
-        else:
-            val = yields.sum() - self.weights @ logd
+        val = yields.sum() - self._point(x, 0).logsum
         if len(self._cidx):
             val += 0.5 * float(np.sum(((x[self._cidx] - self._cmu) / self._csig) ** 2))
         return float(val) if math.isfinite(val) else 1e300
 
     def _grad(self, x: np.ndarray) -> np.ndarray:
-        """Analytic gradient of :meth:`__call__` (:meth:`_derivatives`)."""
-        return self._derivatives(x, 1)[0].copy()
+        """Analytic gradient of :meth:`__call__` (:meth:`_point`)."""
+        return self._point(x, 1).grad.copy()
 
     def _hessian(self, x: np.ndarray) -> np.ndarray:
         """Analytic Hessian of :meth:`__call__` over all parameters, fixed ones included
-        (:meth:`_derivatives`)."""
-        return self._derivatives(x, 2)[1].copy()  # type: ignore[union-attr]
-
-    def _derivatives(self, x: np.ndarray, order: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """The gradient and, for ``order`` 2, the Hessian of :meth:`__call__`, memoised at
-        the point of the last :meth:`event_densities` (a Hessian brings the gradient at the
-        same point for free).
-
-        Gradient: ``d/dN_c = 1 - sum_i a_i f_c(x_i)`` and
-        ``d/dθ = -N_c sum_i a_i d f_c(x_i)/dθ`` (``a_i = w_i / D_i``) for the shape
-        parameters θ of component ``c``, plus the constraint terms. With ``f_c = G/I``:
-        ``sum_i a_i df_c(x_i)/dθ = (u . dv/dθ - I_θ S)/I``, ``S = sum_i a_i f_c(x_i)``
-        (:meth:`_adjoint`).
-
-        Hessian: with D_i = sum_c N_c f_c(x_i) and weights w_i (1 without weights),
-        ``d2(-ln L)/da db = sum_i w_i [D_a D_b / D_i^2 - D_ab / D_i]`` plus the constraint
-        terms ``1/s_p^2``; ``D_{N_c} = f_c``, ``D_θ = N_c df_c/dθ``,
-        ``D_{N_c θ} = df_c/dθ`` and ``D_{θθ'} = N_c d2f_c/dθ dθ'`` for the shape
-        parameters θ of component ``c``. Differentiating ``f I = G`` twice,
-        ``f_ab = (G_ab - f_a I_b - f_b I_a - f I_ab)/I``, whose sum over the events with
-        weights ``a_i = w_i / D_i`` takes ``G_ab`` through the adjoint (:meth:`_adjoint`).
-        """
-        x = np.asarray(x, dtype=float)
-        m = self.model
-        dens = np.maximum(self.event_densities(x, order), 1e-300)
-        memo = self._last_adjoint
-        grad = memo.get("grad")
-        hess = memo.get("hessian")
-        if grad is not None and (order < 2 or hess is not None):
-            return grad, hess
-        yields = x[m._yield_idx]
-        a = self._w / dens
-        grad = np.zeros_like(x)
-        if order >= 2:
-            jac = np.zeros((len(x), len(dens)))  # dD_i / d param
-            hess = np.zeros((len(x), len(x)))
-        for i, (yi, idx, block) in enumerate(self._param_slots):
-            has_shape = bool(m._shape_idx[i])
-            t = self._terms(i, x, order if has_shape else 0)
-            s = float(t.f @ a)
-            grad[yi] += 1.0 - s
-            if order >= 2:
-                jac[yi] += t.f
-            if not has_shape:
-                continue
-            u = self._adjoint(i, a)
-            cross = (t.dv @ u - t.i_a * s) / t.norm  # sum_i a_i D_{N θ}  # type: ignore[operator]
-            grad[idx] -= yields[i] * cross
-            if order < 2:
-                continue
-            jac[idx] += yields[i] * t.dg
-            hess[yi, idx] -= cross
-            hess[idx, yi] -= cross
-            ci = cross[:, None] * t.i_a[None, :]  # type: ignore[index]
-            second = (t.d2v @ u - ci - ci.T - t.i_ab * s) / t.norm  # type: ignore[operator]
-            hess[block] -= yields[i] * second
-        if len(self._cidx):
-            grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
-        if order >= 2:
-            hess += (jac * (a / dens)) @ jac.T
-            if len(self._cidx):
-                hess[self._cidx, self._cidx] += 1.0 / self._csig**2
-            memo["hessian"] = hess
-        memo["grad"] = grad
-        return grad, hess
+        (:meth:`_point`)."""
+        return self._point(x, 2).hess.copy()
 
     def weighted_covariance(self, x: np.ndarray, free: Sequence[str],
                             step: float = 1e-5) -> np.ndarray:
@@ -759,6 +608,35 @@ class UnbinnedNLL:
         hess = _numerical_hessian(self, x, idx, steps)
         hinv = np.linalg.inv(hess)
         return hinv @ ((g * w**2) @ g.T) @ hinv
+
+
+def _n_rows(p: int, order: int) -> int:
+    """Rows of a component with ``p`` shape parameters up to ``order``: the value, ``p``
+    first derivatives, ``p (p + 1) / 2`` second derivatives."""
+    return 1 + (p if order >= 1 else 0) + (p * (p + 1) // 2 if order >= 2 else 0)
+
+
+@functools.cache
+def _upper(p: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row-major upper triangle ``a <= b`` of a ``p x p`` matrix (``np.triu_indices``)."""
+    return np.triu_indices(p)
+
+
+def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int
+                      ) -> np.ndarray:
+    """The coefficients of a linear shape and, up to ``order``, their first and second
+    derivatives (upper triangle, row-major) as the rows of one ``(_n_rows, K)`` array."""
+    if order == 0:
+        return np.asarray(shape.coefficients(vals), dtype=float)[None, :]
+    if order == 1:
+        coef = np.asarray(shape.coefficients(vals), dtype=float)
+        jac = np.asarray(shape.coefficients_jacobian(vals), dtype=float)  # type: ignore[attr-defined]
+        return np.concatenate([coef[None, :], jac.T])
+    coef, jac, hess = shape.coefficients_with_hessian(vals)  # type: ignore[attr-defined]
+    upper = _upper(len(vals))
+    return np.concatenate([np.asarray(coef, dtype=float)[None, :],
+                           np.asarray(jac, dtype=float).T,
+                           np.asarray(hess, dtype=float)[:, upper[0], upper[1]].T])
 
 
 def _numerical_hessian(f: Callable[[np.ndarray], float], x: np.ndarray, idx: Sequence[int],
@@ -820,7 +698,10 @@ def _cdf_table(grid: np.ndarray, dens: np.ndarray
 def _inverse_cdf(grid: np.ndarray,
                  table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                  u: np.ndarray) -> np.ndarray:
-    """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`."""
+    """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`
+    (:func:`toyengine.core.kernels.inverse_cdf`)."""
+    from .kernels import inverse_cdf
+
     u = np.asarray(u, dtype=float)
     if u.size == 0:
         return np.empty(0)
@@ -829,15 +710,4 @@ def _inverse_cdf(grid: np.ndarray,
     if not (total > 0 and math.isfinite(total)):
         msg = "cannot sample a density that is zero or not finite everywhere"
         raise ModelError(msg)
-    target = u * total
-    cell = np.searchsorted(below[1:], target, side="right")
-    np.minimum(cell, len(area) - 1, out=cell)
-    area_c = np.take(area, cell)
-    w = np.divide(target - np.take(below, cell), area_c, out=np.full(target.shape, 0.5),
-                  where=area_c > 0)
-    np.maximum(w, 0.0, out=w)
-    np.minimum(w, 1.0, out=w)
-    a, b = np.take(dens, cell), np.take(dens, cell + 1)
-    den = a + np.sqrt(a * a + (b * b - a * a) * w)
-    t = np.divide(w * (a + b), den, out=w.copy(), where=den > 0)
-    return np.take(grid, cell) + t * np.take(dx, cell)
+    return inverse_cdf(grid, dens, area, below, dx, u.ravel()).reshape(u.shape)

@@ -37,6 +37,21 @@ def test_every_component_normalised(resolution, three_body):
     assert abs(total - 1) < 1e-6
 
 
+def _central_differences(nll, v):
+    """The gradient (from the NLL) and the Hessian (from the analytic gradient) of ``nll``
+    at ``v`` by central differences, step 1e-6 of each value (at least 1e-6)."""
+    n = len(v)
+    num = np.empty((n, n))
+    num_g = np.empty(n)
+    for j in range(n):
+        s = 1e-6 * max(abs(v[j]), 1.0)
+        up, dn = v.copy(), v.copy()
+        up[j] += s
+        dn[j] -= s
+        num[:, j] = (nll.grad(up) - nll.grad(dn)) / (2 * s)
+        num_g[j] = (nll(up) - nll(dn)) / (2 * s)
+    return num_g, num
+
 @pytest.mark.parametrize("grid_step", [0.01, 0.02])
 def test_fft_convolution_matches_direct_integration(grid_step):
     """Signal BW ⊗ double Gaussian on the grid vs scipy.quad of the convolution integral, on
@@ -347,16 +362,7 @@ def test_nll_hessian_matches_differences_of_the_analytic_gradient(options):
     nll = model.nll(x)
     v = params.values * 1.02
     hess = nll.hessian(v)
-    n = len(v)
-    num = np.empty((n, n))
-    num_g = np.empty(n)
-    for j in range(n):
-        s = 1e-6 * max(abs(v[j]), 1.0)
-        up, dn = v.copy(), v.copy()
-        up[j] += s
-        dn[j] -= s
-        num[:, j] = (nll.grad(up) - nll.grad(dn)) / (2 * s)
-        num_g[j] = (nll(up) - nll(dn)) / (2 * s)
+    num_g, num = _central_differences(nll, v)
     scale = np.sqrt(np.outer(np.diag(num), np.diag(num)))
     assert np.all(np.abs(hess - num) <= 1e-5 * (np.abs(num) + scale)), hess - num
     np.testing.assert_allclose(hess, hess.T, rtol=1e-12)
@@ -451,16 +457,7 @@ def test_nll_terms_of_several_parametric_and_linear_components_match_differences
     dens = sum(v[model._yield_idx[i]] * nll.component_at_events(i, v) for i in range(4))
     np.testing.assert_allclose(nll.event_densities(v), dens, rtol=1e-12)
     hess = nll.hessian(v)
-    n = len(v)
-    num = np.empty((n, n))
-    num_g = np.empty(n)
-    for j in range(n):
-        s = 1e-6 * max(abs(v[j]), 1.0)
-        up, dn = v.copy(), v.copy()
-        up[j] += s
-        dn[j] -= s
-        num[:, j] = (nll.grad(up) - nll.grad(dn)) / (2 * s)
-        num_g[j] = (nll(up) - nll(dn)) / (2 * s)
+    num_g, num = _central_differences(nll, v)
     scale = np.sqrt(np.outer(np.diag(num), np.diag(num)))
     assert np.all(np.abs(hess - num) <= 1e-5 * (np.abs(num) + scale)), hess - num
     np.testing.assert_array_equal(hess, hess.T)

@@ -545,6 +545,19 @@ class DalitzModel:
             return a * np.exp(1j * b)
         return a + 1j * b
 
+    def coefficient_chain(self, x: np.ndarray, d_re: np.ndarray, d_im: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+        """Derivatives in the coefficient parameters from those in ``Re c_j`` and
+        ``Im c_j`` (last axis the component): the same for cartesian coefficients; for polar
+        ones ``c = ρ e^{iφ}``, ``∂/∂ρ = cos φ ∂/∂Re + sin φ ∂/∂Im`` and
+        ``∂/∂φ = ρ (−sin φ ∂/∂Re + cos φ ∂/∂Im)``."""
+        if not self.polar:
+            return d_re, d_im
+        rho = x[self._c_idx[:, 0]]
+        phi = x[self._c_idx[:, 1]]
+        return (d_re * np.cos(phi) + d_im * np.sin(phi),
+                rho * (-d_re * np.sin(phi) + d_im * np.cos(phi)))
+
     def _values(self, values: np.ndarray | None) -> np.ndarray:
         if values is None:
             return self.parameters.values
@@ -1242,13 +1255,7 @@ class DalitzNLL:
             Nc = self.state.N[r] @ c.conj()
             d_re += frac * 2.0 * Nc.real
             d_im += frac * (-2.0 * Nc.imag)
-        if m.polar:
-            rho = x[m._c_idx[:, 0]]
-            phi = x[m._c_idx[:, 1]]
-            d_a = d_re * np.cos(phi) + d_im * np.sin(phi)
-            d_b = rho * (-d_re * np.sin(phi) + d_im * np.cos(phi))
-        else:
-            d_a, d_b = d_re, d_im
+        d_a, d_b = m.coefficient_chain(x, d_re, d_im)
         np.add.at(g, m._c_idx[:, 0], d_a)
         np.add.at(g, m._c_idx[:, 1], d_b)
         # constraints
@@ -1304,13 +1311,7 @@ class DalitzNLL:
         Nc = st.N @ c.conj()  # (R, nc): ∂I_r/∂Re c_j = 2 Re, ∂I_r/∂Im c_j = −2 Im
         d_re = (2.0 * scale)[:, None] * P.real - rel[:, None] * (2.0 * Nc.real)[run_of]
         d_im = (-2.0 * scale)[:, None] * P.imag + rel[:, None] * (2.0 * Nc.imag)[run_of]
-        if m.polar:
-            rho = x[m._c_idx[:, 0]]
-            phi = x[m._c_idx[:, 1]]
-            d_a = d_re * np.cos(phi) + d_im * np.sin(phi)
-            d_b = rho * (-d_re * np.sin(phi) + d_im * np.cos(phi))
-        else:
-            d_a, d_b = d_re, d_im
+        d_a, d_b = m.coefficient_chain(x, d_re, d_im)
         for j in range(len(m.components)):
             J[m._c_idx[j, 0]] += d_a[:, j]
             J[m._c_idx[j, 1]] += d_b[:, j]

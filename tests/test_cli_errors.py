@@ -308,9 +308,17 @@ def test_corrupt_chunk_names_store_and_chunk(tmp_path, cli):
 
 def test_sigint_during_a_run_prints_the_saved_toys_line(tmp_path):
     store = tmp_path / "s.zarr"
-    proc = subprocess.Popen([*CLI, "run", str(STUDY), "--store", str(store), "--workers", "1",
-                             "--toys", "400", "--chunk-size", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a user's Ctrl-C at a terminal: the run must start with SIGINT's default disposition
+    # also where these tests run with SIGINT ignored (a shell's background job inherits
+    # SIG_IGN, a child would too, and Python keeps an inherited SIG_IGN); a handler here
+    # becomes the default in the child at exec
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([*CLI, "run", str(STUDY), "--store", str(store), "--workers",
+                                 "1", "--toys", "400", "--chunk-size", "1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, old)
     deadline = time.monotonic() + 240
     done = store / DONE_PREFIX  # the done markers, one per chunk written
     while time.monotonic() < deadline and proc.poll() is None:

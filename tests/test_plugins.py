@@ -1,6 +1,6 @@
-"""Python model plug-ins: ``builder: package.module:function`` and the ``toyengine.models``
-entry-point group, on a local cluster and on a hand-started scheduler whose workers may
-lack the module (issue 18). The plug-in is the worked example of ``docs/models.md``."""
+"""Python model plug-ins: ``builder: package.module:function`` (allowed with ``--plugin``) and
+the ``toyengine.models`` entry-point group, on a local cluster and on a hand-started scheduler
+whose workers may lack the module. The plug-in is the worked example of ``docs/models.md``."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+import toyengine.models
 from toyengine.errors import SpecError
-from toyengine.models import get_builder, plugin_module
+from toyengine.models import allow_plugins, get_builder, plugin_module
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk
 from toyengine.study.spec import StudySpec
@@ -44,8 +45,16 @@ poi: [mu, sigma]
 
 
 @pytest.fixture
-def on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+def importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """expgauss importable, nothing allowed (restored afterwards)."""
     monkeypatch.syspath_prepend(str(PLUGINS))
+    monkeypatch.setattr(toyengine.models, "_ALLOWED", set())
+
+
+@pytest.fixture
+def on_path(importable: None) -> None:
+    """expgauss importable and allowed, as ``--plugin expgauss`` does."""
+    allow_plugins(["expgauss"])
 
 
 def test_docs_show_the_tested_plugin_verbatim():
@@ -66,28 +75,34 @@ def test_import_path_builder(on_path):
 
 @pytest.mark.parametrize(("builder", "expected"), [
     ("nosuchmodule_xyz:build", "cannot import nosuchmodule_xyz (ModuleNotFoundError"),
+    ("expgauss:ExpGauss", "expgauss.ExpGauss is not marked as a model builder (decorate it "
+     "with @toyengine.models.model_builder"),
     ("expgauss:nope", "module expgauss has no function 'nope'"),
     ("expgauss.build", "write 'module:function' (e.g. expgauss:build)"),
     ("expgauss:ExpGauss.density", "expected 'package.module:function'"),
 ])
 def test_bad_builder_names_the_field(on_path, builder, expected):
+    allow_plugins(["nosuchmodule_xyz"])
     with pytest.raises(SpecError) as err:
         StudySpec.from_text(STUDY.format(builder=builder))
     assert err.value.path == "models.m.builder"
     assert expected in str(err.value)
 
 
-def test_builder_must_return_a_model(tmp_path, monkeypatch):
+def test_builder_must_return_a_model(tmp_path, monkeypatch, importable):
     (tmp_path / "notamodel.py").write_text(
+        "from toyengine.models import model_builder\n"
         "class M:\n    parameters = None\n    def sample(self, v, rng): pass\n\n"
-        "def build(options, rng=None):\n    return M()\n")
+        "@model_builder\ndef build(options, rng=None):\n    return M()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    allow_plugins(["notamodel"])
     with pytest.raises(SpecError) as err:
         StudySpec.from_text(STUDY.format(builder="notamodel:build"))
     assert "returned a M without nll, parameters" in str(err.value)
 
 
-def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path, monkeypatch):
+def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path, monkeypatch,
+                                                                       importable):
     """The three required members alone are not a ToyModel: the optional members are named,
     with the base class that gives their defaults."""
     (tmp_path / "bare.py").write_text(
@@ -95,8 +110,10 @@ def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path,
         "class M:\n    parameters = ParameterSet((Parameter('a', 1.0),))\n"
         "    def sample(self, v, rng): return rng.normal(size=3)\n"
         "    def nll(self, data): return lambda x: 0.0\n\n"
-        "def build(options, rng=None):\n    return M()\n")
+        "from toyengine.models import model_builder\n"
+        "@model_builder\ndef build(options, rng=None):\n    return M()\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    allow_plugins(["bare"])
     with pytest.raises(SpecError) as err:
         StudySpec.from_text(STUDY.format(builder="bare:build").replace(
             "poi: [mu, sigma]", ""))
@@ -106,8 +123,10 @@ def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path,
     assert "toyengine.models.protocol.ToyModelBase" in msg
 
 
-def test_entry_point_builder(on_path, tmp_path, monkeypatch):
-    """An installed package's entry point (a .dist-info on sys.path, as pip writes it)."""
+def test_entry_point_builder(importable, tmp_path, monkeypatch):
+    """An installed package's entry point (a .dist-info on sys.path, as pip writes it): the
+    distribution is trusted by its installation, no --plugin needed; its version is the
+    plug-in's recorded source."""
     dist = tmp_path / "expgauss_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: expgauss-plugin\n"
@@ -119,6 +138,7 @@ def test_entry_point_builder(on_path, tmp_path, monkeypatch):
     assert get_builder("expgauss") is build
     assert plugin_module("expgauss") == "expgauss"
     spec = StudySpec.from_text(STUDY.format(builder="expgauss"))
+    assert spec.plugin_sources == (("expgauss", "expgauss-plugin 1.0"),)
     assert np.all(run_chunk(Plan.of(spec), Chunk(0, 0, 0, 2)).arrays["status"] == 1)
 
 
@@ -222,7 +242,7 @@ def test_plugin_on_hand_started_scheduler(tmp_path):
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         _wait_workers(address, 1)
         cmd = [sys.executable, "-m", "toyengine.cli", "run", str(study), "--scheduler", address,
-               "--chunk-size", "3", "--quiet"]
+               "--chunk-size", "3", "--quiet", "--plugin", "expgauss"]
         r = subprocess.run([*cmd, "--store", str(tmp_path / "ok.zarr")], capture_output=True,
                            text=True, timeout=180, env=client_env)
         assert r.returncode == 0, r.stderr
@@ -235,7 +255,7 @@ def test_plugin_on_hand_started_scheduler(tmp_path):
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2
         assert len(lines) == 1, r.stderr
-        assert re.match(r"toyengine: worker tcp://127\.0\.0\.1:\d+ cannot import expgauss "
+        assert re.match(r"toyengine: worker tcp://127\.0\.0\.1:\d+: cannot import expgauss "
                         r"\(ModuleNotFoundError", lines[0]), lines[0]
         assert not (tmp_path / "bad.zarr").exists()  # failed before any toy
 

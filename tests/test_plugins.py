@@ -267,3 +267,76 @@ def test_plugin_on_hand_started_scheduler(tmp_path):
         r = subprocess.run([*cmd, "--store", str(tmp_path / "fixed.zarr")],
                            capture_output=True, text=True, timeout=180, env=client_env)
         assert r.returncode == 0, r.stderr
+
+
+def test_edited_plugin_between_runs_on_hand_started_scheduler(tmp_path):
+    """A plug-in edited between two runs on the same (persistent) workers: the old store
+    is refused in one line naming the module; a new store is computed with the new code
+    (bit-identical to this process running the edited module), never with the model the
+    workers built from the old code."""
+    dask = str(Path(sys.executable).parent / "dask")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    plugin = shared / "editp28.py"
+    plugin.write_text((PLUGINS / "expgauss.py").read_text())
+    study = tmp_path / "plugin.yaml"
+    study.write_text(STUDY.format(builder="editp28:build"))
+    sched_file = tmp_path / "scheduler.json"
+    env = _env([ROOT, shared])
+    with _processes() as procs:
+        procs.append(subprocess.Popen(
+            [dask, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+             "--scheduler-file", str(sched_file)], cwd=tmp_path, env=_env([ROOT]),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 60
+        while not sched_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        import json
+
+        address = json.loads(sched_file.read_text())["address"]
+        procs.append(subprocess.Popen(
+            [dask, "worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard",
+             "--host", "127.0.0.1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL))
+        _wait_workers(address, 1)
+        cmd = [sys.executable, "-m", "toyengine.cli", "run", str(study), "--scheduler", address,
+               "--chunk-size", "3", "--quiet", "--plugin", "editp28"]
+        r = subprocess.run([*cmd, "--store", str(tmp_path / "a.zarr")], capture_output=True,
+                           text=True, timeout=180, env=env)
+        assert r.returncode == 0, r.stderr
+
+        # the edit: ten times the signal yield (the file's size changes too)
+        code = plugin.read_text()
+        assert 'Parameter("n_sig", 400.0,' in code
+        plugin.write_text(code.replace('Parameter("n_sig", 400.0,', 'Parameter("n_sig", 4000.5,'))
+
+        r = subprocess.run([*cmd, "--store", str(tmp_path / "a.zarr")], capture_output=True,
+                           text=True, timeout=180, env=env)
+        assert r.returncode == 2
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert "was made with other code of plug-in module 'editp28'" in lines[0], lines[0]
+
+        r = subprocess.run([*cmd, "--store", str(tmp_path / "b.zarr")], capture_output=True,
+                           text=True, timeout=180, env=env)
+        assert r.returncode == 0, r.stderr
+
+    from toyengine.store import open_results
+
+    ds = open_results(tmp_path / "b.zarr")
+    i = list(ds["param"].values).index("n_sig")
+    assert float(ds["truth"].values[0, i]) == 4000.5
+    import toyengine.models
+
+    old_allowed = set(toyengine.models._ALLOWED)
+    sys.path.insert(0, str(shared))
+    try:
+        allow_plugins(["editp28"])
+        spec = StudySpec.from_text(STUDY.format(builder="editp28:build"))
+        local = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 6)).arrays
+    finally:
+        sys.path.remove(str(shared))
+        sys.modules.pop("editp28", None)
+        toyengine.models._ALLOWED.clear()
+        toyengine.models._ALLOWED.update(old_allowed)
+    np.testing.assert_array_equal(ds["value"].values[0], local["value"])

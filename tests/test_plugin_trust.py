@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import toyengine.models
-from toyengine.models import allow_plugins
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = ROOT / "studies" / "examples" / "plugins"

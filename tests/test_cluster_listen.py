@@ -135,3 +135,11 @@ def test_submit_dashboard_on_the_scheduler_host(tmp_path: Path) -> None:
     wild = [s for s in seen if s[0] in WILDCARDS]
     assert wild == [], f"listening on a wildcard address: {wild}"
     assert all(ipaddress.ip_address(ip).is_loopback for ip, _port in seen), seen
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yml", "k8s/daskcluster-insecure.yaml",
+                                  "k8s/helm-values-insecure.yaml"])
+def test_files_without_authentication_say_who_reaches_them_first(name: str) -> None:
+    first = (ROOT / "cluster" / name).read_text().splitlines()[0]
+    assert first.startswith("# INSECURE: reachable by every pod" if "insecure" in name
+                            else "# WHO CAN REACH IT: this machine only"), first

@@ -142,4 +142,4 @@ def test_submit_dashboard_on_the_scheduler_host(tmp_path: Path) -> None:
 def test_files_without_authentication_say_who_reaches_them_first(name: str) -> None:
     first = (ROOT / "cluster" / name).read_text().splitlines()[0]
     assert first.startswith("# INSECURE: reachable by every pod" if "insecure" in name
-                            else "# WHO CAN REACH IT: this machine only"), first
+                            else "# WHO CAN REACH IT: every user and process of this machine"), first

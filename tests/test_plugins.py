@@ -63,12 +63,19 @@ def test_docs_show_the_tested_plugin_verbatim():
 
 
 def test_import_path_builder(on_path):
+    import hashlib
+
     from expgauss import build
+
+    from toyengine.study.show import describe_study
 
     assert get_builder("expgauss:build") is build
     assert plugin_module("expgauss:build") == "expgauss"
     assert plugin_module("mass1d") is None
     spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))
+    sha = hashlib.sha256((PLUGINS / "expgauss.py").read_bytes()).hexdigest()
+    assert spec.plugin_sources == (("expgauss", f"sha256:{sha}"),)
+    assert f"expgauss: sha256:{sha}" in describe_study(spec)
     res = run_chunk(Plan.of(spec), Chunk(0, 0, 0, 3)).arrays
     assert np.all(res["status"] == 1)
 
@@ -123,16 +130,26 @@ def test_model_without_the_protocol_base_is_refused_naming_the_members(tmp_path,
     assert "toyengine.models.protocol.ToyModelBase" in msg
 
 
-def test_entry_point_builder(importable, tmp_path, monkeypatch):
-    """An installed package's entry point (a .dist-info on sys.path, as pip writes it): the
-    distribution is trusted by its installation, no --plugin needed; its version is the
-    plug-in's recorded source."""
-    dist = tmp_path / "expgauss_plugin-1.0.dist-info"
+def _install_entry_point(where: Path) -> None:
+    """What pip writes for a package registering ``expgauss = expgauss:build``."""
+    dist = where / "expgauss_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: expgauss-plugin\n"
                                    "Version: 1.0\n")
     (dist / "entry_points.txt").write_text("[toyengine.models]\nexpgauss = expgauss:build\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+@pytest.fixture
+def entry_point(importable, tmp_path, monkeypatch) -> None:
+    """expgauss installed with an entry point (a .dist-info on sys.path); nothing allowed."""
+    (tmp_path / "site").mkdir()
+    _install_entry_point(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+
+
+def test_entry_point_builder(entry_point):
+    """An installed package's entry point: the distribution is trusted by its
+    installation, no --plugin needed; its version is the plug-in's recorded source."""
     from expgauss import build
 
     assert get_builder("expgauss") is build
@@ -169,11 +186,15 @@ def test_plugin_is_normalised_and_samples_its_pdf(on_path):
     assert stats.chi2.sf(chi2, 79) > 1e-3, chi2
 
 
-def test_plugin_on_local_cluster(on_path, tmp_path):
+@pytest.mark.parametrize(("builder", "setup"), [("expgauss:build", "on_path"),
+                                                ("expgauss", "entry_point")])
+def test_plugin_on_local_cluster(builder, setup, request, tmp_path):
+    """The allowed module and the entry point on a local cluster (worker processes)."""
     from toyengine.run.runner import run_study
     from toyengine.store import open_results
 
-    spec = StudySpec.from_text(STUDY.format(builder="expgauss:build"))
+    request.getfixturevalue(setup)
+    spec = StudySpec.from_text(STUDY.format(builder=builder))
     report = run_study(spec, tmp_path / "s.zarr", workers=1, chunk_size=3, progress=None)
     assert report.complete, report.errors
     ds = open_results(tmp_path / "s.zarr")
@@ -220,6 +241,7 @@ def test_plugin_on_hand_started_scheduler(tmp_path):
     good.mkdir()
     bad.mkdir()
     shutil.copy(PLUGINS / "expgauss.py", good / "expgauss.py")
+    _install_entry_point(good)
     study = tmp_path / "plugin.yaml"
     study.write_text(STUDY.format(builder="expgauss:build"))
     sched_file = tmp_path / "scheduler.json"
@@ -245,6 +267,14 @@ def test_plugin_on_hand_started_scheduler(tmp_path):
                "--chunk-size", "3", "--quiet", "--plugin", "expgauss"]
         r = subprocess.run([*cmd, "--store", str(tmp_path / "ok.zarr")], capture_output=True,
                            text=True, timeout=180, env=client_env)
+        assert r.returncode == 0, r.stderr
+        # the entry point, installed for the client and the good worker, needs no --plugin
+        ep_study = tmp_path / "entry_point.yaml"
+        ep_study.write_text(STUDY.format(builder="expgauss"))
+        r = subprocess.run([sys.executable, "-m", "toyengine.cli", "run", str(ep_study),
+                            "--scheduler", address, "--chunk-size", "3", "--quiet", "--store",
+                            str(tmp_path / "ep.zarr")], capture_output=True, text=True,
+                           timeout=180, env=_env([ROOT, PLUGINS, good]))
         assert r.returncode == 0, r.stderr
 
         procs.append(subprocess.Popen(worker, cwd=bad, env=_env([ROOT]),

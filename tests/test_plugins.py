@@ -370,3 +370,21 @@ def test_edited_plugin_between_runs_on_hand_started_scheduler(tmp_path):
         toyengine.models._ALLOWED.clear()
         toyengine.models._ALLOWED.update(old_allowed)
     np.testing.assert_array_equal(ds["value"].values[0], local["value"])
+
+
+def test_worker_with_other_plugin_code_refuses(importable):
+    """What each worker checks before any toy (``check_workers_import``): the study's
+    plug-in modules are allowed there because the client validated them, and the code
+    must be the client's; other code is one line naming the module."""
+    from toyengine.run.runner import _try_builders
+
+    src = dict([toyengine.models.plugin_source("expgauss:build")])
+    assert _try_builders(["expgauss:build"], src) is None  # not allowed here, but shipped
+    err = _try_builders(["expgauss:build"], {"expgauss": "sha256:" + "0" * 64})
+    assert err is not None
+    assert err.startswith("plug-in module 'expgauss' here (")
+    assert "is not the code the study was validated with (source sha256:" in err
+    err = _try_builders(["subprocess:run"],
+                        dict([toyengine.models.plugin_source("subprocess:run")]))
+    assert err == ("builder 'subprocess:run': subprocess.run is not marked as a model builder "
+                   "(decorate it with @toyengine.models.model_builder, docs/models.md)")

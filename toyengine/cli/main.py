@@ -202,8 +202,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..summary.html import write_report
 
+    if args.output is not None and not Path(args.output).parent.is_dir():
+        msg = (f"report -o {args.output}: the directory {Path(args.output).parent} does not "
+               "exist (create it first)")
+        raise UsageError(msg)
     opts = _storage_options(args)
     with _reading(args.store, opts):
         print(write_report(args.store, args.output, storage_options=opts))

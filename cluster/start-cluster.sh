@@ -10,8 +10,9 @@
 #   -d, --dir DIR            run directory: scheduler.json, address, pids, logs
 #                            (default ./dask-cluster)
 #   --host HOST              address the scheduler, its dashboard and the workers listen
-#                            on (default 127.0.0.1 = this machine only; give the host name
-#                            or IP that the other machines use, and see --tls)
+#                            on (default 127.0.0.1: this machine, but every user of it;
+#                            give the host name or IP that the other machines use, and
+#                            see --tls)
 #   --port PORT              scheduler port (default 8786; 0 = any free port)
 #   --dashboard-address A    scheduler dashboard (default HOST:8787; "none" = off). The
 #                            dashboard has no authentication, even with TLS: keep it on
@@ -27,9 +28,9 @@
 #   --lifetime-restart       ... and start a fresh one in its place
 #   --tls                    TLS with mutual authentication, certificates made once in
 #                            DIR/tls by `toyengine cluster make-certs` (clients use
-#                            --tls-config DIR/tls/dask-security.yaml); use it whenever
-#                            --host is not 127.0.0.1: without it anyone who reaches a
-#                            port can run code as you
+#                            --tls-config DIR/tls/dask-security.yaml); use it on a
+#                            shared machine and whenever --host is not 127.0.0.1:
+#                            without it anyone who reaches a port can run code as you
 #   --tls-config FILE        ... or an existing Dask security YAML (toyengine cluster
 #                            make-certs, cluster/tls/make-certs.sh)
 #   --timeout S              seconds to wait for the scheduler and workers (default 60)

@@ -104,7 +104,9 @@ def test_study_file_runs_nothing(evil, case, cli, tmp_path):
     study = evil[case]
     for args in (["show", study, "--time-toys", "0"],
                  ["run", study, "--store", tmp_path / "s.zarr", "--workers", "1", "--quiet"],
-                 ["data", study, "--toy", "0", "--out", tmp_path / "d.npz"]):
+                 ["data", study, "--toy", "0", "--out", tmp_path / "d.npz"],
+                 ["submit", study, "--store", tmp_path / "s.zarr", "--cluster", "slurm",
+                  "--dry-run"]):
         r = cli(*args)
         line = _one_line(r.stderr)
         assert r.returncode == 2, (args, r.stderr)

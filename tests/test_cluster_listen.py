@@ -141,5 +141,6 @@ def test_submit_dashboard_on_the_scheduler_host(tmp_path: Path) -> None:
                                   "k8s/helm-values-insecure.yaml"])
 def test_files_without_authentication_say_who_reaches_them_first(name: str) -> None:
     first = (ROOT / "cluster" / name).read_text().splitlines()[0]
-    assert first.startswith("# INSECURE: reachable by every pod" if "insecure" in name
-                            else "# WHO CAN REACH IT: every user and process of this machine"), first
+    expected = ("# INSECURE: reachable by every pod" if "insecure" in name
+                else "# WHO CAN REACH IT: every user and process of this machine")
+    assert first.startswith(expected), first

@@ -388,3 +388,55 @@ def test_worker_with_other_plugin_code_refuses(importable):
                         dict([toyengine.models.plugin_source("subprocess:run")]))
     assert err == ("builder 'subprocess:run': subprocess.run is not marked as a model builder "
                    "(decorate it with @toyengine.models.model_builder, docs/models.md)")
+
+
+def test_plugin_constraint_follows_the_global_observables(tmp_path, monkeypatch, importable):
+    """The constrained-parameter pattern of docs/models.md: the plug-in declares
+    ``Constraint(mean, sigma)`` and its nll reads the terms from ``self.parameters``. The
+    engine's −ln L of a toy (global observables sampled) then equals the plug-in's own nll
+    with the constraint mean set to that toy's global observable (a study override and
+    conditional toys), to rounding."""
+    from toyengine.study.recipe import global_observables, param_axis, toy_nll_function
+
+    code = (PLUGINS / "expgauss.py").read_text()
+    code = code.replace(
+        'Parameter("sigma", 12.0, (2.0, 40.0)),',
+        'Parameter("sigma", 12.0, (2.0, 40.0), constraint=Constraint(12.0, 0.6)),')
+    code = code.replace("from toyengine.core.params import Parameter, ParameterSet",
+                        "from toyengine.core.params import Constraint, Parameter, ParameterSet")
+    old = ("            return float(v[0] + v[3] - "
+           "np.sum(np.log(np.maximum(self.density(x, v), 1e-300))))")
+    assert old in code
+    code = code.replace(old, (
+        "            idx, mu, sig = self.parameters.constraint_terms()\n"
+        "            return float(v[0] + v[3] - np.sum(np.log(np.maximum(self.density(x, v), "
+        "1e-300)))\n                         + 0.5 * np.sum(((v[idx] - mu) / sig) ** 2))"))
+    (tmp_path / "cexpgauss.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    allow_plugins(["cexpgauss"])
+
+    sampled = StudySpec.from_text(STUDY.format(builder="cexpgauss:build"))
+    i = param_axis(sampled).index("sigma")
+    gobs = float(global_observables(sampled, sampled.variants[0], 0, param_axis(sampled))[i])
+    assert gobs != 12.0 and abs(gobs - 12.0) < 5 * 0.6  # drawn from N(12, 0.6)
+    text = STUDY.format(builder="cexpgauss:build") + "fit: {global_observables: fixed}\n"
+    nominal = StudySpec.from_text(text)
+    opts = "    options: {range: [5180.0, 5380.0]}\n"
+    assert opts in text
+    fixed = StudySpec.from_text(text.replace(opts, opts + "    parameters: {sigma: {constraint: "
+                                             f"{{mean: {gobs!r}, sigma: 0.6}}}}}}\n"))
+    engine = toy_nll_function(sampled, 0, "m")
+    direct = toy_nll_function(fixed, 0, "m")
+    declared = toy_nll_function(nominal, 0, "m")
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        x = (np.array([400, 5280, 12, 1500, -0.005])
+             + np.array([20, 3, 1, 40, 0.001]) * rng.standard_normal(5))
+        # a sum of ~2000 log terms of size ~10: rounding ~1e-11 absolute
+        assert engine(x) == pytest.approx(direct(x), abs=1e-8)
+    # the sampled toy differs from conditional toys by the moved constraint term, which is
+    # not zero at sigma = 14 (gobs is neither 12 nor 16)
+    x = np.array([400, 5280, 14.0, 1500, -0.005])
+    moved = ((14.0 - gobs) ** 2 - (14.0 - 12.0) ** 2) / (2 * 0.6**2)
+    assert abs(moved) > 1e-3
+    assert engine(x) - declared(x) == pytest.approx(moved, abs=1e-8)

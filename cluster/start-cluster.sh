@@ -9,26 +9,36 @@
 #                            0 = scheduler only)
 #   -d, --dir DIR            run directory: scheduler.json, address, pids, logs
 #                            (default ./dask-cluster)
-#   --host HOST              scheduler listen address (default 127.0.0.1 = this machine
-#                            only; give the host name or IP that the other machines use)
+#   --host HOST              address the scheduler, its dashboard and the workers listen
+#                            on (default 127.0.0.1: this machine, but every user of it;
+#                            give the host name or IP that the other machines use, and
+#                            see --tls)
 #   --port PORT              scheduler port (default 8786; 0 = any free port)
-#   --dashboard-address A    scheduler dashboard (default HOST:8787; "none" = off)
+#   --dashboard-address A    scheduler dashboard (default HOST:8787; "none" = off). The
+#                            dashboard has no authentication, even with TLS: keep it on
+#                            127.0.0.1 and reach it through an SSH tunnel
 #   --scheduler ADDRESS      start no scheduler: join the workers to this one
 #                            (e.g. tcp://node01:8786, started on another machine)
 #   --scheduler-file FILE    ... or to the one described by FILE (shared filesystem)
 #   --nthreads N             threads per worker (default 1: the fits hold the GIL)
 #   --memory-limit M         per worker, e.g. 2GB (default auto)
-#   --worker-host HOST       address the workers listen on (default: chosen by Dask)
+#   --worker-host HOST       address the workers listen on (default: --host)
 #   --lifetime D             retire each worker after D (e.g. 60m) ...
 #   --lifetime-stagger D     ... +- D at random ...
 #   --lifetime-restart       ... and start a fresh one in its place
-#   --tls-config FILE        Dask security YAML (cluster/tls/make-certs.sh): TLS with
-#                            mutual authentication; recommended on shared machines
+#   --tls                    TLS with mutual authentication, certificates made once in
+#                            DIR/tls by `toyengine cluster make-certs` (clients use
+#                            --tls-config DIR/tls/dask-security.yaml); use it on a
+#                            shared machine and whenever --host is not 127.0.0.1:
+#                            without it anyone who reaches a port can run code as you
+#   --tls-config FILE        ... or an existing Dask security YAML (toyengine cluster
+#                            make-certs, cluster/tls/make-certs.sh)
 #   --timeout S              seconds to wait for the scheduler and workers (default 60)
 #   -h, --help
 #
-# Environment: DASK (default `dask`) and PYTHON (default `python3`, used only to read
-# the TLS file) select the executables; use those of the environment toyengine is in.
+# Environment: DASK (default `dask`), PYTHON (default `python3`, used only to read the
+# TLS file) and TOYENGINE (default `toyengine`, used only by --tls) select the
+# executables; use those of the environment toyengine is in.
 #
 # Prints the scheduler address as the last line of stdout and writes it to DIR/address:
 #   toyengine run STUDY --store S --scheduler "$(cat DIR/address)"
@@ -49,9 +59,11 @@ LIFETIME=""
 STAGGER=""
 RESTART=0
 TLS_CONFIG=""
+TLS_MAKE=0
 TIMEOUT=60
 DASK=${DASK:-dask}
 PYTHON=${PYTHON:-python3}
+TOYENGINE=${TOYENGINE:-toyengine}
 
 die() { echo "start-cluster.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
@@ -73,6 +85,7 @@ while [[ $# -gt 0 ]]; do
         --lifetime-stagger) need "$@"; STAGGER=$2; shift 2 ;;
         --lifetime-restart) RESTART=1; shift ;;
         --tls-config) need "$@"; TLS_CONFIG=$2; shift 2 ;;
+        --tls) TLS_MAKE=1; shift ;;
         --timeout) need "$@"; TIMEOUT=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
@@ -80,6 +93,11 @@ while [[ $# -gt 0 ]]; do
 done
 
 [[ $WORKERS =~ ^[0-9]+$ ]] || die "--workers must be a number, got '$WORKERS'"
+[[ $TLS_MAKE == 1 && -n $TLS_CONFIG ]] && die "--tls and --tls-config: give one of them"
+WORKER_HOST=${WORKER_HOST:-$HOST}
+hostport() { if [[ $1 == *:* && $1 != \[* ]]; then echo "[$1]:$2"; else echo "$1:$2"; fi; }
+is_loopback() { [[ $1 == 127.* || $1 == localhost || $1 == ::1 || $1 == "[::1]" ]]; }
+
 command -v "$DASK" >/dev/null || die "'$DASK' not found: activate the environment where \
 toyengine is installed (pip install toyengine) or set DASK=/path/to/dask"
 
@@ -89,6 +107,17 @@ PIDS="$DIR/pids"
 if [[ -s $PIDS ]]; then
     die "$PIDS exists: a cluster may already run from $DIR; stop it first with \
 cluster/stop-cluster.sh -d $DIR"
+fi
+if [[ $TLS_MAKE == 1 ]]; then  # certificates of this run directory, made once
+    TLS_CONFIG="$DIR/tls/dask-security.yaml"
+    if [[ ! -f $TLS_CONFIG ]]; then
+        command -v "$TOYENGINE" >/dev/null || die "'$TOYENGINE' not found (needed by --tls): \
+set TOYENGINE=/path/to/toyengine or make certificates with cluster/tls/make-certs.sh"
+        hosts=(--host "$HOST" --host localhost --host 127.0.0.1)
+        "$TOYENGINE" cluster make-certs "$DIR/tls" "${hosts[@]}" >/dev/null \
+            || die "toyengine cluster make-certs $DIR/tls failed"
+    fi
+    echo "TLS: clients connect with --tls-config $TLS_CONFIG" >&2
 fi
 
 # TLS: role certificate paths from the Dask security YAML (relative paths are relative
@@ -158,10 +187,10 @@ else
     SCHED_FILE="$DIR/scheduler.json"
     rm -f "$SCHED_FILE" "$DIR/address"
     args=(scheduler --host "$HOST" --port "$PORT" --scheduler-file "$SCHED_FILE")
-    if [[ $DASHBOARD == none ]]; then
-        args+=(--no-dashboard)
+    if [[ $DASHBOARD == none ]]; then  # Dask still serves /health and /metrics over HTTP:
+        args+=(--no-dashboard --dashboard-address "$(hostport "$HOST" 0)")  # on HOST too
     else
-        args+=(--dashboard-address "${DASHBOARD:-$HOST:8787}")
+        args+=(--dashboard-address "${DASHBOARD:-$(hostport "$HOST" 8787)}")
     fi
     if [[ -n $TLS_CONFIG ]]; then
         args+=(--protocol tls "${TLS_SCHED[@]}")
@@ -180,14 +209,21 @@ else
     echo "scheduler: $ADDRESS (pid $pid, log $DIR/scheduler.log)" >&2
 fi
 
+if [[ -n $SCHED_ADDRESS || -n $SCHED_FILE ]] && is_loopback "$WORKER_HOST"; then
+    SHOST=${ADDRESS#*://}
+    SHOST=${SHOST%:*}
+    is_loopback "$SHOST" || die "workers joining $ADDRESS would listen on $WORKER_HOST, \
+which that scheduler cannot reach: give --host with this machine's name or IP (and --tls-config)"
+fi
+
 WPIDS=()
 WLOGS=()
 for ((i = 1; i <= WORKERS; i++)); do
     name="$(hostname -s 2>/dev/null || hostname)-w$i"
     args=(worker "$ADDRESS" --name "$name" --nthreads "$NTHREADS" --nworkers 1
           --memory-limit "$MEMORY" --local-directory "$DIR/$name" --no-dashboard
-          --death-timeout 60)
-    [[ -n $WORKER_HOST ]] && args+=(--host "$WORKER_HOST")
+          --dashboard-address "$(hostport "$WORKER_HOST" 0)" --death-timeout 60)
+    args+=(--host "$WORKER_HOST")
     [[ -n $LIFETIME ]] && args+=(--lifetime "$LIFETIME")
     [[ -n $STAGGER ]] && args+=(--lifetime-stagger "$STAGGER")
     [[ $RESTART == 1 ]] && args+=(--lifetime-restart)

@@ -80,9 +80,11 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def hand_cluster(directory: Path, workers: int = 2, *extra: str) -> Iterator[HandCluster]:
+def hand_cluster(directory: Path, workers: int = 2, *extra: str,
+                 dashboard: tuple[str, ...] = ("--dashboard-address", "none"),
+                 ) -> Iterator[HandCluster]:
     r = subprocess.run([str(START), "-d", str(directory), "-n", str(workers), "--port", "0",
-                        "--dashboard-address", "none", "--timeout", "60", *extra],
+                        *dashboard, "--timeout", "60", *extra],
                        capture_output=True, text=True, timeout=90, env=_env())
     cluster = HandCluster(directory, r.stdout.strip().splitlines()[-1] if r.stdout else "")
     try:

@@ -63,3 +63,14 @@ def test_status_watch_reads_the_live_status(finished, cli):
     line = res.stdout.strip().splitlines()[-1]
     assert line.startswith("[tcc-small] 6/6 toys") and "finished" in line
     assert "pull N_sig" in line
+
+
+def test_report_does_not_create_directories(tmp_path, cli):
+    """``-o`` into a directory that does not exist: one line, nothing created."""
+    out = tmp_path / "no" / "such" / "r.html"
+    res = cli("report", str(tmp_path / "s.zarr"), "-o", str(out))
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"toyengine: report -o {out}: the directory {out.parent} does not exist (create it "
+        "first)"]
+    assert not (tmp_path / "no").exists()

@@ -157,7 +157,7 @@ def test_worker_warm_up_builds_the_models_and_never_raises(monkeypatch):
     # warms up this very process) may have built these models already
     monkeypatch.setattr(spec_module, "_MODEL_CACHE", {})
     spec = StudySpec.from_text((ROOT / "studies/examples/hello.yaml").read_text())
-    keys = {(spec.digest, -1, h) for h in spec.hypotheses}
+    keys = {(spec.digest, spec.plugin_sources, -1, h) for h in spec.hypotheses}
     assert not keys & set(spec_module._MODEL_CACHE)
     asyncio.run(warm_up(pickle.dumps(spec)))
     assert keys <= set(spec_module._MODEL_CACHE)

@@ -202,8 +202,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from ..summary.html import write_report
 
+    if args.output is not None and not Path(args.output).parent.is_dir():
+        msg = (f"report -o {args.output}: the directory {Path(args.output).parent} does not "
+               "exist (create it first)")
+        raise UsageError(msg)
     opts = _storage_options(args)
     with _reading(args.store, opts):
         print(write_report(args.store, args.output, storage_options=opts))
@@ -399,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop when no worker has been alive for this many seconds "
                         "(default 300)")
     _add_storage_option(r)
+    add_plugin_option(r)
     r.set_defaults(func=_cmd_run)
 
     sh = sub.add_parser("show", help="the validated study, its fits and a cost estimate",
@@ -413,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="toys to time for the cost estimate (default 2; 0: no estimate)")
     sh.add_argument("--workers", type=_int_at_least(1),
                     help="workers the estimate assumes (default: one per core)")
+    add_plugin_option(sh)
     sh.set_defaults(func=_cmd_show)
 
     s = sub.add_parser("status", help="chunks and toys done, failed fits, damaged chunks; "
@@ -475,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--variant", type=_int_at_least(0), default=0, help="variant index (default 0)")
     d.add_argument("--out", required=True, help="output .npz (1-D models: array 'x'; "
                    "Dalitz models: the <run>/m2_kpi, <run>/m2_etacpi arrays their loader reads)")
+    add_plugin_option(d)
     d.set_defaults(func=_cmd_data)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of a store",
@@ -506,6 +515,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _module_name(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", text):
+        msg = f"{text!r} is not a module name such as mypkg.models"
+        raise argparse.ArgumentTypeError(msg)
+    return text
+
+
+def add_plugin_option(p: argparse.ArgumentParser) -> None:
+    """``--plugin MODULE``: allow a plug-in module (and its submodules) to run."""
+    p.add_argument("--plugin", action="append", type=_module_name, metavar="MODULE",
+                   help="allow the study's plug-in builders from MODULE (and its submodules) "
+                   "to be imported and run (repeatable); a study file cannot allow code by "
+                   "itself. Permanent: toyengine.plugins.allow in your Dask config "
+                   "(docs/security.md)")
+
+
 def _add_storage_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
                    help="fsspec option of the store URL (repeatable), e.g. "
@@ -520,6 +547,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     a full disk, unexpected errors), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the
     traceback instead."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "plugin", None):
+        from ..models import allow_plugins
+
+        allow_plugins(args.plugin)
     if args.debug:
         return int(args.func(args))
     signal.signal(signal.SIGTERM, _raise_interrupt)

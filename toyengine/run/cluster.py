@@ -610,27 +610,29 @@ def submit_security(settings: SubmitSettings, security: Any = None) -> Iterator[
 # --------------------------------------------------------------------------------------
 
 
-def batch_cluster(settings: SubmitSettings, *, security: Any = None,
-                  dry_run: bool = False) -> Any:
+def batch_cluster(settings: SubmitSettings, *, security: Any = None) -> Any:
     """Start the dask-jobqueue cluster object for ``settings`` (its scheduler runs in
     this process; no job is submitted until it is scaled).
 
-    ``dry_run`` binds the scheduler to ``127.0.0.1`` on a free port without dashboard,
-    for rendering the job script only.
+    The scheduler listens on ``scheduler_host`` (default: dask-jobqueue's choice, the
+    ``interface`` of ``jobqueue.<system>`` or every interface, as the batch nodes must
+    reach it; TLS by default). Its dashboard, which has no authentication, listens on
+    ``dashboard_address`` if given (here or in ``jobqueue.<system>.scheduler-options``),
+    else on port 8787 of ``scheduler_host`` or, without one, of 127.0.0.1 (an SSH tunnel
+    reaches it): never on every interface unless asked.
     """
     import dask_jobqueue
 
     cls = getattr(dask_jobqueue, SYSTEMS[settings.system])
     sched = dict(dask.config.get(f"jobqueue.{settings.system}.scheduler-options") or {})
-    if dry_run:
-        sched.update(host="127.0.0.1", port=0, dashboard=False)
+    if settings.scheduler_host:
+        sched["host"] = settings.scheduler_host
         sched.pop("interface", None)
-    else:
-        if settings.scheduler_host:
-            sched["host"] = settings.scheduler_host
-            sched.pop("interface", None)
-        if settings.dashboard_address:
-            sched["dashboard_address"] = settings.dashboard_address
+    if settings.dashboard_address:
+        sched["dashboard_address"] = settings.dashboard_address
+    elif "dashboard_address" not in sched:
+        host = settings.scheduler_host or "127.0.0.1"
+        sched["dashboard_address"] = f"[{host}]:8787" if ":" in host else f"{host}:8787"
     try:
         return cls(scheduler_options=sched, security=security, **settings.job_kwargs)
     except (ValueError, TypeError) as exc:
@@ -639,17 +641,25 @@ def batch_cluster(settings: SubmitSettings, *, security: Any = None,
 
 
 def job_script(settings: SubmitSettings, *, security: Any = None) -> str:
-    """The job script one batch job would run (dask-jobqueue's ``job_script()``);
-    nothing is submitted. The scheduler address, chosen when the real cluster starts,
-    is shown as ``<scheduler-address>``."""
-    cluster = batch_cluster(settings, security=security, dry_run=True)
-    try:
-        script = cluster.job_script()
-        address = cluster.scheduler_address
-    finally:
-        cluster.close()
-    proto = address.split("://", 1)[0]
-    return script.replace(address, f"{proto}://<scheduler-address>")
+    """The job script one batch job would run (dask-jobqueue's job script), rendered
+    without starting a scheduler or opening any socket; nothing is submitted. The
+    scheduler address, chosen when the real cluster starts, is shown as
+    ``<scheduler-address>``."""
+    import dask_jobqueue
+
+    job_cls = getattr(dask_jobqueue, SYSTEMS[settings.system]).job_cls
+    config_name = job_cls.default_config_name()
+    kwargs = dict(settings.job_kwargs)
+    kwargs.setdefault("interface", dask.config.get(f"jobqueue.{config_name}.interface", None))
+    kwargs.update(config_name=config_name, security=security,
+                  protocol="tls://" if security is not None else None)
+    scheme = "tls" if security is not None else "tcp"
+    try:  # what JobQueueCluster does for each job, with a placeholder address
+        job = job_cls(f"{scheme}://<scheduler-address>", name="dummy-name", **kwargs)
+    except (ValueError, TypeError) as exc:
+        msg = f"dask-jobqueue rejected the {settings.system} settings: {exc}"
+        raise ClusterError(msg) from exc
+    return job.job_script()
 
 
 def farm_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_workers: int,

@@ -39,6 +39,7 @@ from ..store.results import (
     create_store,
     extend_store,
     finish_extension,
+    plugin_mismatch,
     unmark,
     write_chunk,
 )
@@ -136,36 +137,44 @@ def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
     return tuple(sorted(m for m in mods if m is not None))
 
 
-def _try_import(modules: Sequence[str]) -> str | None:
-    """Run on a worker: ``None`` if every module imports, else the first failure."""
-    import importlib
+def _try_builders(builders: Sequence[str], sources: dict[str, str]) -> str | None:
+    """Run on a worker: ``None`` if every plug-in builder resolves here under the rule
+    the client applied (allowed modules, marked builder, the same code), else the first
+    failure."""
+    from ..models import get_builder
 
-    for mod in modules:
+    for name in builders:
         try:
-            importlib.import_module(mod)
+            get_builder(name, allowed=sources, sources=sources)
         except Exception as exc:  # noqa: BLE001 - any failure importing user code
-            return f"{mod} ({type(exc).__name__}: {exc})"
+            return str(exc)
     return None
 
 
 def check_workers_import(client: Any, spec: StudySpec) -> None:
     """Fail before any toy if a connected worker cannot import a plug-in module of ``spec``
-    (checked once per worker with ``client.run``).
+    or holds other code than the client validated the study with (checked once per worker
+    with ``client.run``).
 
     Raises
     ------
     ClusterError
-        ``worker ADDRESS cannot import MODULE (...)``, one line.
+        ``worker ADDRESS: cannot import MODULE (...)``, one line.
     """
-    modules = plugin_modules(spec)
-    if not modules:
+    if not plugin_modules(spec):
         return
-    failures = {w: err for w, err in client.run(_try_import, modules).items() if err}
+    from ..models import BUILDERS
+
+    builders = sorted({m["builder"] for m in spec.models.values()} - set(BUILDERS))
+    sources = dict(spec.plugin_sources)
+    failures = {w: err for w, err in client.run(_try_builders, builders, sources).items()
+                if err}
     if failures:
         worker, err = sorted(failures.items())[0]
         more = f"; {len(failures) - 1} more worker(s) too" if len(failures) > 1 else ""
-        msg = (f"worker {worker} cannot import {err}{more}; install the module on the "
-               "workers (cluster/README.md, 'User code on workers')")
+        fix = ("; install the module on the workers (cluster/README.md, 'User code on "
+               "workers')" if err.startswith("cannot import") else "")
+        msg = f"worker {worker}: {err}{more}{fix}"
         raise ClusterError(msg)
 
 
@@ -330,6 +339,9 @@ def _choose_write(client: Any, loc: Location, own_cluster: bool, write: str) -> 
 def _check_existing(info: StoreInfo, spec: StudySpec, params: tuple[str, ...]) -> None:
     if info.attrs.get("spec_digest") != spec.digest:
         raise StoreError(_store_mismatch(info.loc, info, spec))
+    changed = plugin_mismatch(info.attrs, spec, info.loc)
+    if changed:
+        raise StoreError(changed)
     if info.params != params:
         msg = f"store {info.loc} has parameters {info.params}, the study has {params}"
         raise StoreError(msg)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a wo
     import xarray as xr
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
-           "extend_store", "open_results", "spec_of_store", "unmark", "verify_store",
-           "write_chunk"]
+           "extend_store", "open_results", "plugin_mismatch", "spec_of_store", "unmark",
+           "verify_store", "write_chunk"]
 
 FORMAT_VERSION = 2
 CHUNK_VARS = ("chunk_variant", "chunk_start", "chunk_stop")
@@ -181,6 +181,8 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
         "fit_hesse": int(spec.fit["hesse"]),
         "study_dir": str(spec.base_dir),
     }
+    if spec.plugin_sources:  # the plug-ins' code (module file hash, distribution version)
+        attrs["plugin_sources"] = json.dumps(dict(spec.plugin_sources), sort_keys=True)
     scan = plan.scan
     if scan is not None:
         attrs.update({"scan_parameters": " ".join(scan.names),
@@ -340,7 +342,31 @@ def spec_of_store(path: str | Path | Location) -> StudySpec:
     if spec.digest != info.attrs.get("spec_digest"):
         msg = f"{path}: the stored study text does not reproduce the store's digest"
         raise StoreError(msg)
+    changed = plugin_mismatch(info.attrs, spec, path)
+    if changed:
+        raise StoreError(changed)
     return spec
+
+
+def plugin_mismatch(attrs: Mapping[str, Any], spec: StudySpec, store: object) -> str | None:
+    """One line naming the first plug-in module whose code differs between the store's
+    record (``plugin_sources``) and ``spec``; ``None`` when they agree (or the store
+    predates the record)."""
+    raw = attrs.get("plugin_sources")
+    if raw is None:
+        return None
+    try:
+        stored = dict(json.loads(str(raw)))
+    except (ValueError, TypeError):
+        return f"store {store}: unreadable plugin_sources attribute {str(raw)[:60]!r}"
+    now = dict(spec.plugin_sources)
+    for module in sorted(stored.keys() | now.keys()):
+        if stored.get(module) != now.get(module):
+            return (f"store {store} was made with other code of plug-in module {module!r} "
+                    f"(store: {str(stored.get(module, 'none'))[:19]}, now: "
+                    f"{str(now.get(module, 'none'))[:19]}); its toys would mix two models: "
+                    "use another --store path, or the plug-in code that made it")
+    return None
 
 
 def _parse_marker(raw: bytes | None) -> dict[str, Any] | None:

@@ -104,6 +104,8 @@ def describe_study(spec: StudySpec, cost: CostEstimate | None = None) -> str:
         "models": {k: dict(m) for k, m in spec.models.items()},
         "digest": spec.digest,
     }
+    if spec.plugin_sources:  # the plug-ins' code: module file sha256 or distribution version
+        resolved["plugin_sources"] = dict(spec.plugin_sources)
     out = ["# study (validated; defaults filled in)",
            yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True).rstrip(), ""]
     used = dict.fromkeys([spec.generate, *spec.hypotheses])

@@ -22,7 +22,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ModelError, OptionError, SpecError
-from ..models import BUILDERS, check_model, get_builder
+from ..models import (
+    BUILDERS,
+    PluginNotAllowed,
+    check_model,
+    get_builder,
+    plugin_source,
+)
 from ..models.options import OptionsError, describe_validation_error, format_path
 from ..models.protocol import ToyModel
 from .kinds import KIND_INFO, kind_info
@@ -32,9 +38,9 @@ from .studyfile import KINDS, MAX_SEED, MAX_TOYS, MAX_VARIANTS, StudyFile
 
 __all__ = ["KINDS", "StudySpec", "Variant", "build_model", "load_fixed_data", "load_spec"]
 
-#: per-process cache of built models: a worker builds each (study, variant, model) once
-#: and every toy of every chunk it runs shares that likelihood core.
-_MODEL_CACHE: dict[tuple[str, int, str], Any] = {}
+#: per-process cache of built models: a worker builds each (study, plug-in code, variant,
+#: model) once and every toy of every chunk it runs shares that likelihood core.
+_MODEL_CACHE: dict[tuple[str, tuple[tuple[str, str], ...], int, str], Any] = {}
 _MODEL_CACHE_MAX = 8  # a Dalitz model holds ~15 MB of cached amplitudes
 
 @dataclass(frozen=True)
@@ -80,6 +86,10 @@ class StudySpec:
     reference_fit: bool = False
     #: importance sampling (``{"inject": [model names], "fraction": a}``), None without
     importance: Mapping[str, Any] | None = None
+    #: ``(module, source)`` of each plug-in builder's code at validation
+    #: (:func:`toyengine.models.plugin_source`), sorted; empty without plug-ins. Not in the
+    #: digest: a store records it apart, so that a changed plug-in is named as such
+    plugin_sources: tuple[tuple[str, str], ...] = ()
 
     @cached_property
     def digest(self) -> str:
@@ -149,12 +159,12 @@ def build_model(spec: StudySpec, variant: Variant, name: str) -> ToyModel:
         :class:`~toyengine.models.protocol.ToyModel` (the missing members named).
     """
     key_variant = variant.index if (variant.random or variant.patches.get(name)) else -1
-    key = (spec.digest, key_variant, name)
+    key = (spec.digest, spec.plugin_sources, key_variant, name)
     if key in _MODEL_CACHE:
         return _MODEL_CACHE[key]
     cfg = spec.model_config(variant, name)
     rng = model_rng(spec.seed, variant.index) if variant.random else None
-    model = check_model(get_builder(cfg["builder"])(cfg.get("options") or {}, rng),
+    model = check_model(_builder_of(spec, cfg["builder"])(cfg.get("options") or {}, rng),
                         cfg["builder"])
     overrides = cfg.get("parameters")
     if overrides:
@@ -163,6 +173,14 @@ def build_model(spec: StudySpec, variant: Variant, name: str) -> ToyModel:
         _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
     _MODEL_CACHE[key] = model
     return model
+
+
+def _builder_of(spec: StudySpec, name: str) -> Any:
+    """The build function of builder ``name`` of ``spec``: the plug-in modules the study
+    was validated with are allowed (a worker receives the validated spec from its client)
+    and must hold the same code."""
+    sources = dict(spec.plugin_sources)
+    return get_builder(name, allowed=sources, sources=sources)
 
 
 def load_fixed_data(spec: StudySpec, model: ToyModel) -> Any:
@@ -219,12 +237,19 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
 
     models = {name: _dump(m) for name, m in f.models.items()}
     names = sorted(models)
+    sources: dict[str, str] = {}
     for name, m in f.models.items():
         try:
             get_builder(m.builder)
+            found = plugin_source(m.builder)
+        except PluginNotAllowed as exc:
+            raise SpecError(f"models.{name}.builder", m.builder, f"an allowed plug-in ({exc})",
+                            source) from None
         except ModelError as exc:
             raise SpecError(f"models.{name}.builder", m.builder, f"a model builder ({exc})",
                             source) from None
+        if found is not None:
+            sources[found[0]] = found[1]
         _check_options(m.builder, m.options, f"models.{name}.options", source)
     if f.generate not in models:
         raise SpecError("generate", f.generate, f"one of the model names {names}", source)
@@ -271,7 +296,7 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                      paired=f.paired,
                      reference_fit=(kind.reference_fit if f.reference_fit is None
                                     else f.reference_fit),
-                     importance=importance)
+                     importance=importance, plugin_sources=tuple(sorted(sources.items())))
     _validate_by_building(spec, source)
     return spec
 
@@ -368,11 +393,12 @@ def _built(spec: StudySpec, v: Variant, mname: str) -> tuple[Any, tuple[str, ...
     ``v``, parameter overrides not applied."""
     cfg = spec.model_config(v, mname)
     rng_key = [spec.seed, v.index] if v.random else None
-    key = json.dumps([cfg["builder"], cfg.get("options"), rng_key], sort_keys=True)
+    key = json.dumps([cfg["builder"], cfg.get("options"), rng_key, spec.plugin_sources],
+                     sort_keys=True)
     if key in _BUILT:
         return (*_BUILT[key], None)
     rng = model_rng(spec.seed, v.index) if v.random else None
-    model = check_model(get_builder(cfg["builder"])(cfg.get("options") or {}, rng),
+    model = check_model(_builder_of(spec, cfg["builder"])(cfg.get("options") or {}, rng),
                         cfg["builder"])
     entry = (model.parameters, tuple(model.derived_names))
     if len(_BUILT) >= _BUILT_MAX:
@@ -430,7 +456,7 @@ def _check_data(spec: StudySpec, source: str) -> None:
     cfg = spec.model_config(v, v.generate)
     st = path.stat()
     key = json.dumps([str(path), st.st_size, st.st_mtime_ns, cfg["builder"],
-                      cfg.get("options")], sort_keys=True)
+                      cfg.get("options"), spec.plugin_sources], sort_keys=True)
     if key in _DATA_OK:
         return
     try:

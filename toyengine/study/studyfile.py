@@ -83,7 +83,8 @@ class ModelEntry(StrictModel):
     """One model: a registered builder, its options, parameter overrides."""
 
     builder: Name = Field(description="a registered model builder, an entry point of group "
-                          "toyengine.models or a plug-in 'package.module:function'")
+                          "toyengine.models or a plug-in 'package.module:function' (its "
+                          "module allowed by the user: --plugin, toyengine.plugins.allow)")
     options: dict[str, Any] | None = Field(None, description="builder options (per builder)")
     parameters: Parameters | None = Field(None, description="parameter overrides")
 
@@ -217,7 +218,8 @@ def study_json_schema() -> dict[str, Any]:
     entry["properties"]["builder"] = {
         "anyOf": [{"enum": known_names()}, {"pattern": PLUGIN_PATTERN}], "type": "string",
         "description": "a registered model builder, an installed entry point of group "
-                       "toyengine.models, or a plug-in 'package.module:function'"}
+                       "toyengine.models, or a plug-in 'package.module:function' (runs only "
+                       "if the user allowed its module: --plugin, toyengine.plugins.allow)"}
     branches = []
     for name, b in sorted(BUILDERS.items()):
         sub = b.options.model_json_schema(ref_template="#/$defs/{model}")

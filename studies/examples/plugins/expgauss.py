@@ -1,11 +1,13 @@
 """Gaussian peak on an exponential background in [lo, hi]: a toyengine model plug-in.
 
-Study file: ``builder: expgauss:build`` (this directory importable on the client and workers).
+Study file: ``builder: expgauss:build`` (this directory importable on the client and workers;
+the module allowed: ``toyengine run STUDY --plugin expgauss``).
 """
 import numpy as np
 from scipy.special import ndtr, ndtri
 
 from toyengine.core.params import Parameter, ParameterSet
+from toyengine.models import model_builder
 from toyengine.models.protocol import ToyModelBase
 
 
@@ -42,6 +44,7 @@ class ExpGauss(ToyModelBase):  # ToyModelBase: the defaults of the optional memb
         return nll
 
 
+@model_builder  # marks the function a study file may name
 def build(options: dict, rng: np.random.Generator | None = None) -> ExpGauss:
     lo, hi = options.get("range", [5180.0, 5380.0])
     return ExpGauss(lo, hi, ParameterSet((

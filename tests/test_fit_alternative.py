@@ -147,3 +147,10 @@ def test_fit_mode_shift_is_the_mean_paired_difference(store) -> None:
     assert (diffs["delta_m"] > 0).all() and (diffs["gamma"] < 0).all()
     txt = st.to_text(detail=True)
     assert "L=0 fit [fit]" in txt and "fit with the alternative" in txt
+
+
+def test_show_lists_the_mode_of_every_variant() -> None:
+    from toyengine.study.show import describe_study
+
+    text = describe_study(_spec())
+    assert text.count("mode: fit") == 1 and text.count("mode: generate") == 2

@@ -251,3 +251,27 @@ def test_with_known_yields_equation_51_alone_covers() -> None:
         hits_first += abs(tau - TAU) < math.sqrt(cov.sandwich[0, 0])
     assert abs(hits_known / N_TOYS - p68) < 0.03, hits_known
     assert hits_first / N_TOYS > p68 + 0.03 + 3 * binom, hits_first
+
+
+def test_extended_weighted_fit_yield_error_is_the_discriminant_fits() -> None:
+    # An extended weighted fit of (N, tau): −ln L = N − Σ w [ln N + ln h(t; tau)] gives
+    # N̂ = Σ w = N̂_sig of the discriminant fit, so its correct error is that fit's (√A_ss);
+    # the corrected covariance reproduces it and leaves the tau block of the shape-only fit
+    # unchanged (the two equations decouple). The naive error √N̂ treats the weighted sum as
+    # a Poisson count and is far smaller.
+    for seed in (3, 4, 5):
+        m, t = toy(np.random.default_rng(seed))
+        tau, shape_only, sp, yields = analyse(m, t)
+        w = sp.weights[:, 0]
+        n_hat = w.sum()
+        _, htt, h2tt = weighted_fit(t, w)
+        scores = np.stack([np.full_like(t, 1.0 / n_hat), score(t, tau)], axis=1)
+        hess = np.diag([w.sum() / n_hat**2, htt])
+        hess_w2 = np.diag([np.sum(w**2) / n_hat**2, h2tt])
+        cov = weighted_covariance(w, scores, hess, hess_w2, sp=sp)
+        _, ycov = fit_yields(sp.g, yields)
+        assert n_hat == pytest.approx(yields[0], rel=1e-9)
+        assert cov.corrected[0, 0] == pytest.approx(ycov[0, 0], rel=1e-6)
+        assert cov.corrected[1, 1] == pytest.approx(shape_only.corrected[0, 0], rel=1e-9)
+        assert cov.naive[0, 0] == pytest.approx(n_hat, rel=1e-9)
+        assert cov.naive[0, 0] < 0.5 * cov.corrected[0, 0]

@@ -204,19 +204,22 @@ class WeightedCovariance:
 
 def _stacked_covariance(sp: SPlot, component: int, w: np.ndarray, s: np.ndarray,
                         hessian: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """θ block of the sandwich B⁻¹ M B⁻ᵀ of the stacked per-event estimating equations of
-    the yields (extended-ML score g_j/g_tot − 1/n), the independent elements of W
-    (g_x g_y/g_tot² − W_xy/n) and θ (w_e s_e) — the M-estimator covariance (Huber, Proc.
-    Fifth Berkeley Symp. 1 (1967) 221) of which Langenbruch, Eur. Phys. J. C 82 (2022) 393,
-    Eq. (51) is the part for known yields."""
+    """θ block of the sandwich B⁻¹ M B⁻ᵀ of the stacked estimating equations of the yields
+    (Σ_e g_j/g_tot − 1 = 0), the independent elements of W (Σ_e g_x g_y/g_tot² − W_xy = 0)
+    and θ (Σ_e w_e s_e − ∂ν/∂θ = 0, ν the expected count of an extended fit, else 0) — the
+    M-estimator covariance (Huber, Proc. Fifth Berkeley Symp. 1 (1967) 221) for a Poisson
+    number of events, of which Langenbruch, Eur. Phys. J. C 82 (2022) 393, Eq. (51) is the
+    known-yield case."""
     g, tot = sp.g, sp.g_tot
-    n, k = g.shape
+    k = g.shape[1]
     pairs = w_pairs(k)
     npr, p = len(pairs), s.shape[1]
     r = g / tot[:, None]
     gg = np.stack([r[:, x] * r[:, y] for x, y in pairs], axis=1)  # (n, npr)
-    psi = np.concatenate([r - 1.0 / n, gg - sp.W[tuple(np.array(pairs).T)] / n,
-                          w[:, None] * s], axis=1)
+    # per-event terms of the estimating equations; their constant parts (−1, −W_xy, −∂ν)
+    # do not enter M: the events are a Poisson process (extended fits), whose sums Σ φ(x_e)
+    # have covariance Σ φ φᵀ (Campbell's theorem)
+    psi = np.concatenate([r, gg, w[:, None] * s], axis=1)
     d = k + npr + p
     b = np.zeros((d, d))
     b[:k, :k] = -r.T @ r

@@ -170,6 +170,7 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
         "reference_fit": (f"Asimov data set of variant {spec.variants[0].name!r}'s generator"
                           if spec.reference_fit else ""),
         "degenerate_variants": json.dumps([list(p) for p in degenerate]),
+        "fit_variants": json.dumps([v.name for v in spec.variants if v.fits_alternative]),
         "chunk_size": int(chunk_size),
         "h0": str(test.get("h0", "")),
         "h1": str(test.get("h1", "")),

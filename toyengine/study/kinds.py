@@ -24,10 +24,10 @@ __all__ = ["KIND_INFO", "SECTIONS", "UNKNOWN_KIND", "KindInfo", "kind_info"]
 
 #: summary sections in the order of a study that is not a systematic one (``bookkeeping``
 #: always last); a systematic study puts its systematic tables first
-SECTIONS = ("significance", "gof", "systematics", "variations", "pulls", "ensembles",
-            "bookkeeping")
-_SYSTEMATIC_ORDER = ("systematics", "variations", "significance", "pulls", "ensembles", "gof",
-                     "bookkeeping")
+SECTIONS = ("significance", "gof", "systematics", "shift_definitions", "variations", "pulls",
+            "ensembles", "bookkeeping")
+_SYSTEMATIC_ORDER = ("systematics", "shift_definitions", "variations", "significance", "pulls",
+                     "ensembles", "gof", "bookkeeping")
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class KindInfo:
     def sections(self) -> tuple[str, ...]:
         """The summary sections that may apply, in the order they are shown."""
         order = _SYSTEMATIC_ORDER if self.systematic else SECTIONS
-        drop = {"systematics"} if not self.systematic else set()
+        drop = {"systematics", "shift_definitions"} if not self.systematic else set()
         if not self.one_data_set:
             drop.add("variations")
         if not self.records_gof:

@@ -100,7 +100,8 @@ def describe_study(spec: StudySpec, cost: CostEstimate | None = None) -> str:
         "hypotheses": list(spec.hypotheses), "poi": list(spec.poi), "test": dict(spec.test),
         "fit": dict(spec.fit), "data": spec.data, "chunk_size": spec.chunk_size or "automatic",
         "variants": [{"name": v.name, "group": v.group, "generate": v.generate,
-                      "separate": v.separate, "random": v.random} for v in spec.variants],
+                      "separate": v.separate, "random": v.random, "mode": v.mode}
+                     for v in spec.variants],
         "models": {k: dict(m) for k, m in spec.models.items()},
         "digest": spec.digest,
     }

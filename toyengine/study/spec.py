@@ -49,6 +49,14 @@ class Variant:
 
     ``random`` variants give the model builders a random generator derived from the root
     seed and the variant index (template smearing, parameter draws).
+
+    ``mode`` says where the patched model enters: ``"generate"`` (default) — the variant's
+    generator makes the toys and the study's hypotheses fit them (LHCb, Nature Physics 18
+    (2022) 751, Methods: ensembles generated with each alternative, fitted with the default
+    model); ``"fit"`` — the nominal generator's toys (the nominal variant's very data sets,
+    common random numbers) are fitted with the variant's patched hypotheses ("fit with the
+    alternative": the J^P and finite-|g| rows of LHCb, Nature Physics 18 (2022) 751 and
+    Nature Communications 13 (2022) 3351, "Systematic uncertainties").
     """
 
     index: int
@@ -58,6 +66,12 @@ class Variant:
     patches: Mapping[str, Any]
     generate: str
     random: bool
+    mode: str = "generate"
+
+    @property
+    def fits_alternative(self) -> bool:
+        """The variant fits the nominal toys with its patched hypotheses (``mode: fit``)."""
+        return self.mode == "fit"
 
 
 @dataclass(frozen=True)
@@ -99,7 +113,7 @@ class StudySpec:
         payload = {
             "kind": self.kind, "seed": self.seed, "models": self.models,
             "generate": self.generate, "hypotheses": self.hypotheses,
-            "variants": [v.__dict__ for v in self.variants],
+            "variants": [_variant_payload(v) for v in self.variants],
             # settings added later enter only when used: older digests stay valid
             "fit": {k: v for k, v in self.fit.items() if not (k == "profile" and v is None)},
             "test": self.test, "data": self.data, "paired": self.paired,
@@ -297,6 +311,7 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                      reference_fit=(kind.reference_fit if f.reference_fit is None
                                     else f.reference_fit),
                      importance=importance, plugin_sources=tuple(sorted(sources.items())))
+    _check_fit_mode(spec, source)
     _validate_by_building(spec, source)
     return spec
 
@@ -375,8 +390,51 @@ def _validate_variants(f: StudyFile, models: Mapping[str, Any],
                 raise SpecError(f"{path}.name", n, "a unique variant name", source)
             seen.add(n)
             out.append(Variant(len(out), n, v.group or v.name, v.separate, patches, gen,
-                               random))
+                               random, v.mode))
     return tuple(out)
+
+
+def _variant_payload(v: Variant) -> dict[str, Any]:
+    """A variant's part of the study digest; ``mode`` enters only when it is not the
+    default, so that the digests of studies written before it existed stay valid."""
+    out = dict(v.__dict__)
+    if out.get("mode") == "generate":
+        out.pop("mode")
+    return out
+
+
+def _check_fit_mode(spec: StudySpec, source: str) -> None:
+    """A ``mode: fit`` variant must fit the nominal toys with patched hypotheses: a kind
+    that generates toys, a paired study, the nominal generator unchanged and at least one
+    hypothesis patched."""
+    fit_variants = [v for v in spec.variants if v.fits_alternative]
+    if not fit_variants:
+        return
+    kind = kind_info(spec.kind)
+    base = spec.variants[0]
+    for v in fit_variants:
+        path = f"variants[{v.name}].mode"
+        if kind.one_data_set or kind.toy_test:
+            allowed = [k.name for k in KIND_INFO.values()
+                       if not (k.one_data_set or k.toy_test)]
+            raise SpecError(path, v.mode, f"'generate' (mode 'fit' only for kinds {allowed})",
+                            source)
+        if not spec.paired:
+            raise SpecError(path, v.mode, "'generate' (mode 'fit' fits the nominal variant's "
+                            "data sets: it needs paired: true)", source)
+        if v.index == 0:
+            raise SpecError(path, v.mode, "'generate' (the first variant is the nominal one "
+                            "the others are compared with)", source)
+        if spec.model_config(v, v.generate) != spec.model_config(base, base.generate):
+            raise SpecError(path, v.mode, f"'generate', or a variant that leaves the generator "
+                            f"{v.generate!r} as the nominal variant's (mode 'fit' fits the "
+                            "nominal toys; a patched hypothesis that also generates changes "
+                            "the data)", source)
+        if all(spec.model_config(v, h) == spec.model_config(base, h)
+               for h in spec.hypotheses):
+            raise SpecError(path, v.mode, f"'generate', or patches that change a hypothesis "
+                            f"{list(spec.hypotheses)} (mode 'fit' fits with the patched "
+                            "hypotheses)", source)
 
 
 #: what validation needs of a built model — its parameters and derived names — by

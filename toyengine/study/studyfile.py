@@ -38,6 +38,8 @@ NOT_IN_SCHEMA = (
     "variant names are unique and variants expand to at most 100000",
     "variant option patches are checked after merging into the base model's options",
     "`poi` and `parameters` names exist in the built models",
+    "a variant with `mode: fit` patches a hypothesis and not the generator, in a paired study "
+    "whose kind generates toys",
     "`importance` only for kind significance, without `fit.scan`; its `inject` names are "
     "distinct models of the file other than `generate`",
     "the `data` file exists and holds finite, non-object arrays of matching shapes",
@@ -169,6 +171,11 @@ class VariantEntry(StrictModel):
     generate: Name | None = Field(None, description="generator model of this variant")
     count: int | None = Field(None, ge=1, le=MAX_VARIANTS, description="number of random "
                               "variants")
+    mode: Literal["generate", "fit"] = Field(
+        "generate", description="'generate' (default): the variant's models generate the toys "
+        "and the study's hypotheses fit them; 'fit': the nominal generator's toys (paired, the "
+        "same data sets as the nominal variant) are fitted with the variant's patched "
+        "hypotheses — fit with the alternative")
 
 
 class StudyFile(StrictModel):

@@ -27,6 +27,7 @@ from .plots import plot_pulls, plot_systematics, plot_t_distribution, write_plot
 from .pulls import PullRow, PullTable, pull_summary
 from .pvalues import EmpiricalP, PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
 from .report import SECTIONS, failed_summary, render_summary, summary_tables
+from .shift_definitions import ShiftDefinitions, ShiftPair, shift_definitions
 from .significance import (
     SignificanceSummary,
     SpreadSummary,
@@ -45,6 +46,8 @@ __all__ = [
     "PValue",
     "PullRow",
     "PullTable",
+    "ShiftDefinitions",
+    "ShiftPair",
     "SignificanceSummary",
     "SpreadSummary",
     "SummaryError",
@@ -64,6 +67,7 @@ __all__ = [
     "plot_t_distribution",
     "pull_summary",
     "render_summary",
+    "shift_definitions",
     "significance_summary",
     "summary_tables",
     "systematic_table",

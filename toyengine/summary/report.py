@@ -401,6 +401,8 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
         if st is not None:
             sections["systematics"] = st.tables()
             data["systematics"] = st.to_dict()
+            if st.relative_to == "paired":
+                _add_shift_definitions(ds, sections, data)
     note = precision_note(ds)
     if note:
         from dataclasses import replace
@@ -412,6 +414,20 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
             sections[head] = [replace(first, notes=(*first.notes, note)), *sections[head][1:]]
     named = {sec: _named(sec, sections[sec]) for sec in info.sections if sections.get(sec)}
     return named, data
+
+
+def _add_shift_definitions(ds: xr.Dataset, sections: dict[str, list[Table]],
+                           data: dict[str, Any]) -> None:
+    """The paired shifts next to the paper's |ensemble mean − reference| (section
+    ``shift_definitions``), for a paired store whose references are finite."""
+    from .shift_definitions import shift_definitions
+
+    try:
+        sd = shift_definitions(ds)
+    except SummaryError:  # e.g. no finite reference value: only the paired table
+        return
+    sections["shift_definitions"] = sd.tables()
+    data["shift_definitions"] = sd.to_records()
 
 
 def precision_note(ds: xr.Dataset) -> str:

@@ -101,6 +101,9 @@ class VariantShift:
     n_pairs_dropped: int = 0
     #: the variant whose generator density this one equals ("" if none)
     same_as: str = ""
+    #: "generate" (its models generate, the default fits) or "fit" (the nominal toys
+    #: fitted with its models; store attribute ``fit_variants``)
+    mode: str = "generate"
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,7 @@ class SystTable:
                             txt += " †"
                     cells.append(Cell.of(txt))
                 label = vs.name + (f" (≡ {vs.same_as})" if vs.same_as else "")
+                label += " [fit]" if vs.mode == "fit" else ""
                 ff = f"{vs.n_failed}/{vs.n_done}"
                 if vs.n_pairs_dropped:
                     ff += f" ({vs.n_pairs_dropped} pairs dropped)"
@@ -386,6 +390,9 @@ class SystTable:
         if self.reference_fit:
             notes.append("alternative generators fitted to the reference before generating: "
                          f"{self.reference_fit} (no data set given).")
+        if any(vs.mode == "fit" for vs in self.variants):
+            notes.append("[fit]: the nominal toys fitted with the variant's model (fit with "
+                         "the alternative) rather than generated with it.")
         for v, same in self.degenerate:
             notes.append(f"degenerate: variant {v!r} generates the same density as {same!r}.")
         assert all(len(r) in (1, n) for r in rows)
@@ -827,6 +834,7 @@ def systematic_table(
         for a_name, b_name in json.loads(raw_deg):
             same_as.setdefault(str(a_name), str(b_name))
 
+    fit_names = {str(n) for n in json.loads(ds.attrs.get("fit_variants", "") or "[]")}
     shifts: list[VariantShift] = []
     for v in range(nv):
         shifts.append(
@@ -844,6 +852,7 @@ def systematic_table(
                 stat={p: float(st_all[v, i]) for i, p in enumerate(params)},
                 n_pairs_dropped=int(n_dropped[v]),
                 same_as=same_as.get(names[v], ""),
+                mode="fit" if names[v] in fit_names else "generate",
             )
         )
 

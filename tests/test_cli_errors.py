@@ -233,6 +233,7 @@ def test_unreachable_object_store_is_one_line(cli, monkeypatch):
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(k, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the same line after botocore's retries
     opt = f"endpoint_url=http://127.0.0.1:{port}"
     for command in (["status", "s3://toys/x.zarr"], ["summary", "s3://toys/x.zarr"],
                     ["run", STUDY, "--store", "s3://toys/x.zarr", "--workers", "1"]):
@@ -255,7 +256,7 @@ def test_full_disk_in_the_workers_of_our_own_cluster(tmp_path, client):
         _faulty_disk_source(store, errno.ENOSPC, once=store / STATE_KEY))
     full = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    argv = [*CLI, "run", str(STUDY), "--store", str(store), "--workers", "2", "--toys", "8",
+    argv = [*CLI, "run", str(STUDY), "--store", str(store), "--workers", "1", "--toys", "4",
             "--chunk-size", "1", "--quiet"]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=full)
     _one_line(res, 1, f"store {store}: cannot write: No space left on device; the results "
@@ -263,7 +264,7 @@ def test_full_disk_in_the_workers_of_our_own_cluster(tmp_path, client):
     again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and again.stderr == "", again.stderr
     ref = tmp_path / "ref.zarr"
-    assert run_study(load_spec(STUDY).with_overrides(toys=8), ref, client=client,
+    assert run_study(load_spec(STUDY).with_overrides(toys=4), ref, client=client,
                      chunk_size=1, progress=None).complete
     got, want = open_results(store), open_results(ref)
     for v in want.data_vars:

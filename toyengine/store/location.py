@@ -284,7 +284,7 @@ def check_url(url: str) -> None:
     """
     if "://" in url:
         for part in url.split("::"):  # chained URLs: simplecache::s3://...
-            proto = part.split("://", 1)[0] if "://" in part else "file"
+            proto = part.split("://", 1)[0] if "://" in part else part
             if proto not in _known_protocols():
                 msg = (f"store {url}: unsupported URL scheme {proto + '://'!r}; expected a "
                        "local path or an fsspec URL such as s3://bucket/x.zarr, gs://, "

@@ -242,24 +242,26 @@ def test_unreachable_object_store_is_one_line(cli, monkeypatch):
                           f"the endpoint URL: \"http://127.0.0.1:{port}/")
 
 
-def test_full_disk_in_the_workers_of_our_own_cluster(tmp_path, client):
-    """The disk fills up while the workers that the command started itself write the
-    chunks (the faulty disk installed in every process by a ``sitecustomize``): one line,
-    exit code 1, none of the workers' "Compute Failed" tracebacks; once there is space
-    again the same command completes the store, identical to an uninterrupted run."""
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_full_disk_in_the_workers_of_our_own_cluster(tmp_path, client, code):
+    """The disk fills up (or turns read-only) while the workers that the command started
+    itself write the chunks (the faulty disk installed in every process by a
+    ``sitecustomize``): one line, exit code 1, none of the workers' "Compute Failed"
+    tracebacks; once the disk is fine again the same command completes the store,
+    identical to an uninterrupted run."""
     from toyengine import open_results, run_study
 
     store = tmp_path / "s.zarr"
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
-        _faulty_disk_source(store, errno.ENOSPC, once=store / STATE_KEY))
+        _faulty_disk_source(store, code, once=store / STATE_KEY))
     full = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
     argv = [*CLI, "run", str(STUDY), "--store", str(store), "--workers", "1", "--toys", "4",
             "--chunk-size", "1", "--quiet"]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=full)
-    _one_line(res, 1, f"store {store}: cannot write: No space left on device; the results "
+    _one_line(res, 1, f"store {store}: cannot write: {os.strerror(code)}; the results "
                       "written so far are kept")
     again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and again.stderr == "", again.stderr

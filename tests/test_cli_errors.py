@@ -187,6 +187,93 @@ def test_store_that_stops_being_writable_during_the_run(tmp_path, dask_scheduler
     assert not StoreInfo(store).done().any()  # nothing was marked done that is not there
 
 
+@pytest.mark.parametrize(("store", "text"), [
+    ("foo://x.zarr", "store foo://x.zarr: unsupported URL scheme 'foo://'"),
+    ("s3//bucket/x.zarr", "store s3//bucket/x.zarr: looks like a URL with a mistyped '://'; "
+                          "write s3://bucket/x.zarr (or ./s3//bucket/x.zarr for a local "
+                          "folder of that name)"),
+    ("gs:/bucket/x.zarr", "write gs://bucket/x.zarr"),
+])
+def test_unsupported_or_mistyped_url(tmp_path, monkeypatch, store, text, cli):
+    """An unknown URL scheme, or a known one missing its "://" (which would silently make a
+    local folder "s3"): one line naming the store, exit code 2, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["run", STUDY, "--store", store, "--workers", "1"], ["status", store]):
+        _one_line(cli(*command), 2, text)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mistyped_url_as_a_local_folder(tmp_path, monkeypatch, cli):
+    monkeypatch.chdir(tmp_path)
+    res = cli("status", "./s3//x.zarr")
+    assert res.returncode == 2 and "mistyped" not in res.stderr  # no such store: refused
+    assert "./s3//x.zarr" in res.stderr
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("name: tcc\x00small\nkind: pulls\n", "unacceptable character #x0000"),
+    (STUDY.read_text().replace("seed: 7", "seed: " + "9" * 5000),
+     "seed: got 'YAML (line 4)'; expected an integer of at most 100 digits"),
+])
+def test_study_file_with_nul_or_a_huge_integer(tmp_path, text, message, cli):
+    study = tmp_path / "bad.yaml"
+    study.write_text(text)
+    res = cli("run", study, "--store", tmp_path / "s.zarr", "--workers", "1")
+    _one_line(res, 2, f"invalid study file: {study}")
+    assert message in res.stderr
+
+
+def test_unreachable_object_store_is_one_line(cli, monkeypatch):
+    """An S3 endpoint where nothing listens (a free port on 127.0.0.1): one line naming
+    the store and the cause, exit code 1 (the same command works once it is back)."""
+    pytest.importorskip("s3fs", reason="needs the [s3] extra")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(k, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # the same line after botocore's retries
+    opt = f"endpoint_url=http://127.0.0.1:{port}"
+    for command in (["status", "s3://toys/x.zarr"], ["summary", "s3://toys/x.zarr"],
+                    ["run", STUDY, "--store", "s3://toys/x.zarr", "--workers", "1"]):
+        res = cli(*command, "--storage-option", opt)
+        _one_line(res, 1, "store s3://toys/x.zarr: cannot reach it: Could not connect to "
+                          f"the endpoint URL: \"http://127.0.0.1:{port}/")
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_full_disk_in_the_workers_of_our_own_cluster(tmp_path, client, code):
+    """The disk fills up (or turns read-only) while the workers that the command started
+    itself write the chunks (the faulty disk installed in every process by a
+    ``sitecustomize``): one line, exit code 1, none of the workers' "Compute Failed"
+    tracebacks; once the disk is fine again the same command completes the store,
+    identical to an uninterrupted run."""
+    from toyengine import open_results, run_study
+
+    store = tmp_path / "s.zarr"
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        _faulty_disk_source(store, code, once=store / STATE_KEY))
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    argv = [*CLI, "run", str(STUDY), "--store", str(store), "--workers", "1", "--toys", "4",
+            "--chunk-size", "1", "--quiet"]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=full)
+    _one_line(res, 1, f"store {store}: cannot write: {os.strerror(code)}; the results "
+                      "written so far are kept")
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    ref = tmp_path / "ref.zarr"
+    assert run_study(load_spec(STUDY).with_overrides(toys=4), ref, client=client,
+                     chunk_size=1, progress=None).complete
+    got, want = open_results(store), open_results(ref)
+    for v in want.data_vars:
+        if v != "fit_time":
+            assert got[v].values.tobytes() == want[v].values.tobytes(), v
+
+
 def test_store_on_proc_is_refused(cli):
     res = cli("run", STUDY, "--store", "/proc/toyengine-test.zarr",
                       "--workers", "1")

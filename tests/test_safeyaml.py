@@ -49,7 +49,18 @@ def test_small_aliases_still_work():
     (GOOD + "description: !!python/object/apply:os.system [echo hi]\n", "valid YAML"),
     ("- 1\n- 2\n", "a mapping"),
     ("a: [\n", "valid YAML"),
+    (GOOD.replace("name: tcc-small", "name: tcc\x00small"), "unacceptable character #x0000"),
+    (GOOD.replace("seed: 7", "seed: " + "9" * 5000), r"seed: got 'YAML \(line 4\)'; expected "
+     "an integer of at most 100 digits"),
+    (GOOD.replace("toys: 24", "toys: -" + "1_0" * 40), "toys: .*at most 100 digits"),
+    (GOOD.replace("seed: 7", "seed: 2020-13-45"), r"valid YAML \(month must be in 1..12\)"),
 ])
 def test_bad_yaml_refused(text, expected):
     with pytest.raises(SpecError, match=expected):
         StudySpec.from_text(text, "bad.yaml", str(DATA))
+
+
+def test_long_integers_within_the_limit_still_work():
+    spec = StudySpec.from_text(GOOD.replace("seed: 7", f"seed: {2**63 - 1}"), "s.yaml",
+                               str(DATA))
+    assert spec.seed == 2**63 - 1

@@ -1,6 +1,7 @@
 """Result stores at fsspec URLs: an S3-compatible server on 127.0.0.1 (moto in server
 mode, a real HTTP service), ``memory://`` and ``file://`` (issue 15)."""
 
+import contextlib
 import json
 import os
 import socket
@@ -20,6 +21,7 @@ pytest.importorskip("moto", reason="needs moto[server] from the [test] extra")
 
 ROOT = Path(__file__).parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
+CLI_ARGS = [sys.executable, "-m", "toyengine.cli"]
 COMPARED = ["value", "error", "nll", "valid", "edm", "nfcn", "status", "n_events", "truth",
             "chunk_start", "chunk_stop", "chunk_done"]
 
@@ -113,3 +115,141 @@ def test_memory_and_file_urls(tmp_path, spec, client, local):
     assert run_study(spec, url, client=client, chunk_size=10, progress=None).complete
     assert (tmp_path / "hello.zarr" / "zarr.json").exists()  # not a folder named "file:"
     assert_same(open_results(url), local)
+
+
+class _Proxy:
+    """A TCP proxy on a free 127.0.0.1 port to ``target``: :meth:`cut` drops every
+    connection and refuses new ones (the endpoint is gone), :meth:`restore` lets them
+    through again; the S3 server behind it keeps its state."""
+
+    def __init__(self, target: int):
+        import threading
+
+        self.target = target
+        self.up = threading.Event()
+        self.up.set()
+        self.lock = threading.Lock()
+        self.conns: list[socket.socket] = []
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.port = self.srv.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.closed:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            if not self.up.is_set():
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+                c.close()  # a reset, as from a port where nothing listens
+                continue
+            try:
+                t = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.conns += [c, t]
+            for a, b in ((c, t), (t, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def cut(self) -> None:
+        self.up.clear()
+        with self.lock:
+            for s in self.conns:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+            self.conns.clear()
+
+    def restore(self) -> None:
+        self.up.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.cut()
+        self.srv.close()
+
+
+def test_s3_endpoint_gone_mid_run_then_back(s3, client, tmp_path):
+    """The S3 endpoint goes away while the workers write (a proxy in front of the moto
+    server is cut once a few chunks are done): the run ends with one line naming the store
+    and the cause, exit code 1, no traceback (the CLI's own worker processes included);
+    with the endpoint back, the same command completes the store, bit-identical to an
+    uninterrupted run."""
+    import s3fs
+
+    from toyengine.store.results import DONE_PREFIX
+
+    TOYS = 12  # one per chunk: about a second each through moto on a loaded machine
+    port = int(s3.rsplit(":", 1)[1])
+    proxy = _Proxy(port)
+    try:
+        url, opt = "s3://toys/outage.zarr", f"endpoint_url=http://127.0.0.1:{proxy.port}"
+        argv = [*CLI_ARGS, "run", str(HELLO), "--toys", str(TOYS), "--chunk-size", "1",
+                "--store", url, "--storage-option", opt, "--workers", "1", "--quiet"]
+        # botocore's own retries (5 attempts with back-off by default) make the run stop
+        # half a minute after the cut; 2 attempts are enough here
+        env = {**os.environ, "AWS_MAX_ATTEMPTS": "2"}
+        run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+        direct = s3fs.S3FileSystem(endpoint_url=s3, skip_instance_cache=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and run.poll() is None:
+            direct.invalidate_cache()
+            try:
+                done = direct.find(f"toys/outage.zarr/{DONE_PREFIX}")
+            except FileNotFoundError:
+                done = []
+            if len(done) >= 2:
+                break
+            time.sleep(0.1)
+        assert run.poll() is None, "the run ended before the endpoint could be cut"
+        proxy.cut()
+        t_cut = time.monotonic()
+        _, err = run.communicate(timeout=300)
+        print(f"the run stopped {time.monotonic() - t_cut:.1f} s after the cut")
+        assert run.returncode == 1, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert lines[0].startswith(f"toyengine: store {url}: cannot reach it: Could not "
+                                   "connect to the endpoint URL"), lines[0]
+        direct.invalidate_cache()
+        n_done = len(direct.find(f"toys/outage.zarr/{DONE_PREFIX}"))
+        assert 2 <= n_done < TOYS
+
+        proxy.restore()
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+        assert again.returncode == 0, again.stderr
+        assert again.stderr == ""
+    finally:
+        proxy.close()
+    ref = tmp_path / "ref.zarr"
+    assert run_study(load_spec(HELLO).with_overrides(toys=TOYS), ref, client=client,
+                     chunk_size=1, progress=None).complete
+    got = open_results(url, {"endpoint_url": s3})
+    want = open_results(ref)
+    assert sorted(got.data_vars) == sorted(want.data_vars)
+    for v in want.data_vars:
+        if v == "fit_time":
+            continue
+        assert got[v].values.tobytes() == want[v].values.tobytes(), v
+    assert got.attrs == want.attrs

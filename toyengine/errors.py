@@ -62,6 +62,13 @@ class StoreWriteError(ToyEngineError, OSError):
     was written before is intact, so the same command resumes once the cause is fixed."""
 
 
+class StoreUnreachableError(ToyEngineError, ConnectionError):
+    """The service holding the store cannot be reached: an object-store endpoint that is
+    down or refuses connections, a broken network. The message names the store and the
+    cause; what was written before is intact, so the same command resumes once the service
+    is back."""
+
+
 class SummaryError(ToyEngineError, ValueError):
     """A results Dataset or an argument cannot be summarised as asked. The message names
     the variable, attribute or argument and what was expected."""

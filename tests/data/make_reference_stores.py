@@ -6,15 +6,22 @@
 Each study is shrunk to a few toys and a few variants (:func:`small_spec`), run with one
 worker into a temporary store, and the store's arrays (every data variable and coordinate
 except the fields that measure the machine, :data:`MACHINE_FIELDS`) and attributes are
-saved to ``tests/data/reference_stores/<dir>__<study>.npz``. ``tests/test_reference_stores.py``
-rebuilds the same small studies with other worker counts and chunk sizes and compares the
-stores bit for bit. Run this script again whenever a change to generation or fitting is
-*meant* to change the numbers, and commit the new ``.npz`` files with that change.
+saved to ``tests/data/reference_stores/<dir>__<study>.npz``, and the machine that made it
+(library versions, CPU and its features: :func:`provenance`) to
+``tests/data/reference_stores/provenance.json``. ``tests/test_reference_stores.py`` rebuilds
+the same small studies on the machine under test: with other worker counts and chunk sizes the
+stores must be bit-identical to one made there with the reference's settings, and that one
+must agree with the committed reference within the rounding tolerances of :func:`differences`
+(another CPU or library release rounds differently). Run this script again whenever a change
+to generation or fitting is *meant* to change the numbers, and commit the new ``.npz`` files
+and ``provenance.json`` with that change.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +35,8 @@ from toyengine.study.schema import machine_fields
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "studies"
 OUT = Path(__file__).resolve().parent / "reference_stores"
+#: where each reference was made: ``{key: provenance()}``
+PROVENANCE = OUT / "provenance.json"
 
 #: store variables that measure the machine, not the toy (the record schema's ``machine``
 #: fields): never compared
@@ -132,7 +141,216 @@ def save(path: Path, store: Path) -> Path:
     arrays, attrs = store_arrays(store)
     out = OUT / f"{key(path)}.npz"
     np.savez_compressed(out, __attrs__=np.array(json.dumps(attrs, sort_keys=True)), **arrays)
+    made = read_provenance()
+    made[key(path)] = provenance()
+    PROVENANCE.write_text(json.dumps(made, indent=1, sort_keys=True) + "\n")
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# where a store was made
+
+
+def provenance() -> dict[str, Any]:
+    """This machine as far as it decides the last bits of a store: Python and the numeric
+    libraries, the CPU, the features the numba kernels are compiled for (``NUMBA_CPU_NAME``
+    and ``NUMBA_CPU_FEATURES`` override the host's) and the SIMD extensions numpy dispatches
+    to (``NPY_DISABLE_CPU_FEATURES`` removes some). numpy's AVX-512 loops of ``exp``/``log``
+    round differently from its AVX2 ones, so two machines with the same libraries still
+    differ in the last bits."""
+    import iminuit
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numba
+    import scipy
+
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as npy_features
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__ as npy_features
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    host = llvm.get_host_cpu_features()
+    wanted = ("sse4.2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl", "neon", "sve")
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__, "scipy": scipy.__version__, "numba": numba.__version__,
+        "llvmlite": llvmlite.__version__,
+        "iminuit": iminuit.__version__,
+        "machine": platform.machine(), "cpu": model,
+        "numba_cpu": os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name(),
+        "numba_cpu_features": os.environ.get("NUMBA_CPU_FEATURES")
+        or ",".join(f for f in wanted if host.get(f)),
+        "numpy_simd": ",".join(k for k in ("FMA3", "AVX2", "AVX512F", "AVX512_SKX", "ASIMD",
+                                           "SVE") if npy_features.get(k)),
+    }
+
+
+def read_provenance() -> dict[str, dict[str, Any]]:
+    """The committed ``provenance.json`` (``{}`` if there is none)."""
+    try:
+        return json.loads(PROVENANCE.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def describe(made: dict[str, Any] | None) -> str:
+    """One line for an assertion message."""
+    if not made:
+        return "not recorded"
+    return ", ".join(f"{k} {v}" for k, v in made.items())
+
+
+# ---------------------------------------------------------------------------------------
+# comparison with a reference made on another machine
+#
+# Another CPU or another numpy/scipy/numba release rounds some operations differently (the
+# AVX-512 and AVX2 loops of numpy's exp/log, the BLAS kernels, a library's summation
+# order). Everything discrete must still be identical: names, shapes, dtypes, strings,
+# integers, flags, statuses, the NaN pattern and the attributes. Floating-point numbers are
+# compared with bounds derived from how a rounding error of the likelihood propagates into
+# what a fit reports. Let eps = 2.2e-16 and, per fit, ef = eps * max(|nll|, 1), the size of
+# one rounding of -ln L (the sum of many terms rounds to a few tens of ef, absorbed in
+# K_NLL). Two cases:
+#
+# A. The fit took the same path on both machines (same ``nfcn``, and one start reached the
+#    best minimum, ``n_best`` 1): every step moved by rounding only. At a minimum -ln L is
+#    flat: a point is only determined where 1/2 (dx/sigma)^2 exceeds the rounding of
+#    -ln L, so the fitted values move by dx ~ sqrt(2 ef) sigma (the sqrt(eps) conditioning
+#    of any minimum), -ln L by ~ef plus gradient * dx ~ sqrt(2 edm ef) (the fit stops
+#    where the gradient is not yet 0), the EDM by about as much, and the errors, from
+#    MIGRAD's updated covariance or HESSE's finite-difference second derivatives
+#    (differences of gradients, not values), by a larger multiple of sqrt(ef). Where the
+#    error is not stored (no HESSE), the value itself is the scale. The prefactors are
+#    measured on the 16 reference studies, made on another x86-64 machine and rebuilt on
+#    an AMD EPYC with AVX-512 and, as a third machine, there with numpy's AVX-512 loops
+#    off (``NPY_DISABLE_CPU_FEATURES``) and the kernels compiled for a generic CPU, same
+#    libraries: at most 0.32 (values), 80 (errors), 27 (-ln L), 0.23 (EDM), 27 ef (scan
+#    t); K_NLL and K_ERR are ten times those, K_X and K_EDM thirty times, for other CPUs
+#    and library releases.
+# B. The fit may have taken another path: ``nfcn`` differs (rounding flipped a decision of
+#    the minimiser, e.g. a line search), or several starts reached the best minimum
+#    (``n_best`` > 1: which start's end point is reported is decided by differences in
+#    -ln L below the minimiser's tolerance). Both machines then end anywhere within
+#    MIGRAD's convergence tolerance, which is what each fit reports as its EDM: for a
+#    quadratic -ln L (up = 1/2) a point with EDM e lies e above the minimum and within
+#    sqrt(2 e) sigma of it in every parameter, so two fits differ by at most e_a + e_b in
+#    -ln L and by (sqrt(2 e_a) + sqrt(2 e_b)) sigma in a value (measured up to 1.0 and
+#    0.22 of these bounds); K_B = 2 allows for the EDM being computed with MIGRAD's
+#    approximate covariance. An error may move with the point by as much as the point
+#    moves in sigma (a curvature that changes over one sigma). ``n_best`` (the starts
+#    within 0.005 of the best -ln L) may then change too; the EDM itself is only required
+#    to be as valid as before (``status``).
+# Quantities outside the fits: generated ones (``global_obs``, ``scan_points``) are a few
+# roundings each (K_GEN eps relative: measured 0); ``truth`` and ``reference`` come from
+# fits without a stored -ln L (Asimov and data fits) and are compared to K_X sqrt(eps)
+# times the larger of the value and the parameter's typical error (measured 0.009);
+# ``scan_t`` = 2 (nll_H0 - nll_profile) to 4 K_NLL ef.
+
+EPS = float(np.finfo(np.float64).eps)
+K_NLL = 300.0
+K_X = 10.0
+K_ERR = 800.0
+K_EDM = 10.0
+K_B = 2.0
+K_GEN = 8.0
+#: fields that count the minimiser's work: identical unless the fit took another path
+PATH_FIELDS = ("nfcn", "n_best")
+#: per-fit float fields (dims end with hypothesis, or hypothesis and param)
+FIT_FLOATS = ("value", "error", "minos_lower", "minos_upper", "nll", "edm", "gof")
+
+
+def _worst(name: str, diff: np.ndarray, tol: np.ndarray, out: list[str]) -> None:
+    """Append a line to ``out`` if any finite ``diff`` exceeds ``tol``."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bad = np.isfinite(diff) & ~(diff <= tol)
+    if bad.any():
+        i = np.unravel_index(np.argmax(np.where(bad, diff / tol, -1.0)), diff.shape)
+        out.append(f"{name}: {int(bad.sum())} of {diff.size} beyond tolerance, worst at "
+                   f"{tuple(int(j) for j in i)}: |difference| {diff[i]:.3g} > {tol[i]:.3g}")
+
+
+def differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray],
+                skip: tuple[str, ...] = ()) -> tuple[list[str], int]:
+    """What differs between a committed reference's arrays ``want`` and a store's ``got``
+    beyond rounding (the bounds above), and how many fits took another path (case B)."""
+    out: list[str] = []
+    if sorted(want) != sorted(got):
+        return [f"arrays {sorted(want)} != {sorted(got)}"], 0
+    for name, w in want.items():
+        g = got[name]
+        if name in skip:
+            continue
+        if g.dtype != w.dtype or g.shape != w.shape:
+            out.append(f"{name}: {g.dtype}{g.shape} != reference {w.dtype}{w.shape}")
+        elif w.dtype.kind == "f":
+            if not np.array_equal(np.isnan(g), np.isnan(w)):
+                out.append(f"{name}: NaN in other places")
+        elif name not in PATH_FIELDS and g.tobytes() != w.tobytes():
+            n = int((g != w).sum())
+            out.append(f"{name}: {n} of {w.size} differ (must be identical)")
+    if out:
+        return out, 0
+    with np.errstate(invalid="ignore"):
+        return _float_differences(want, got, out)
+
+
+def _float_differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray],
+                       out: list[str]) -> tuple[list[str], int]:
+    nll = want["nll"]
+    ef = EPS * np.maximum(np.abs(nll), 1.0)
+    # case A only where one start won clearly (n_best 1) and the path was as long
+    same = (want["nfcn"] == got["nfcn"]) & (want["n_best"] <= 1) & (got["n_best"] <= 1)
+    for name in PATH_FIELDS:
+        if name != "nfcn" and not np.array_equal(want[name][same], got[name][same]):
+            out.append(f"{name}: differs in a fit that took the same path")
+    e_w, e_g = want["edm"], got["edm"]
+    e_max = np.maximum(e_w, e_g)
+    grad = np.sqrt(2 * e_max * ef)
+    shift_b = np.sqrt(2 * (e_w + ef)) + np.sqrt(2 * (e_g + ef))  # case B, in sigma
+    rel_err = np.where(same, K_ERR * np.sqrt(ef), K_ERR * np.sqrt(ef) + K_B * shift_b)
+
+    def d(name: str) -> np.ndarray:
+        return np.abs(got[name] - want[name])
+
+    _worst("nll", d("nll"), np.where(same, K_NLL * (ef + grad), K_B * (e_w + e_g + 2 * ef)),
+           out)
+    _worst("edm", np.where(same, d("edm"), np.nan),
+           K_EDM * grad + 2 * K_ERR * np.sqrt(ef) * e_max, out)
+    _worst("gof", d("gof"), K_X * np.sqrt(ef) * np.maximum(np.abs(want["gof"]), 1.0)
+           + np.where(same, 0.0, K_B * shift_b * np.abs(want["gof"])), out)
+    sigma = np.where(np.isfinite(want["error"]), want["error"], np.abs(want["value"]))
+    shift = np.where(same, K_X * np.sqrt(ef), K_B * shift_b)[..., None]
+    _worst("value", d("value"), shift * sigma, out)
+    for name in ("error", "minos_lower", "minos_upper"):
+        _worst(name, d(name), rel_err[..., None] * np.abs(want[name]), out)
+    # one typical error per parameter, the scale of truth and reference
+    errs = want["error"].reshape(-1, want["error"].shape[-1])
+    typical = np.zeros(errs.shape[-1])
+    for j in range(errs.shape[-1]):
+        col = errs[:, j][np.isfinite(errs[:, j])]
+        typical[j] = float(np.median(col)) if col.size else 0.0
+    for name in ("truth", "reference"):
+        _worst(name, d(name), K_X * np.sqrt(EPS) * np.maximum(np.abs(want[name]), typical),
+               out)
+    for name in ("global_obs", "scan_points"):
+        if name in want:
+            _worst(name, d(name), K_GEN * EPS * np.abs(want[name]), out)
+    if "scan_t" in want:
+        ef_toy = EPS * np.maximum(np.nanmax(np.abs(nll), axis=-1), 1.0)[..., None]
+        _worst("scan_t", d("scan_t"), 4 * K_NLL * ef_toy, out)
+    known = {*FIT_FLOATS, *PATH_FIELDS, "truth", "reference", "global_obs", "scan_points",
+             "scan_t"}
+    for name, w in want.items():
+        if w.dtype.kind == "f" and name not in known and got[name].tobytes() != w.tobytes():
+            out.append(f"{name}: a float array without a rounding bound differs")
+    return out, int((~same).sum())
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ import argparse
 import json
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -544,8 +545,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every error is one line on stderr and an exit code: 2 for what the user
     must fix (command line, study file, store path or store of another study, summary
     options, cluster settings or scheduler address), 1 for a failed run (I/O errors such as
-    a full disk, unexpected errors), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the
-    traceback instead."""
+    a full disk, an unreachable object store, unexpected errors), 130 after Ctrl-C/SIGTERM.
+    ``--debug`` shows the traceback instead."""
     args = build_parser().parse_args(argv)
     if getattr(args, "plugin", None):
         from ..models import allow_plugins
@@ -554,6 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.debug:
         return int(args.func(args))
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    old_hook, threading.excepthook = threading.excepthook, _quiet_store_thread_errors
     try:
         return int(args.func(args))
     except SpecError as exc:
@@ -573,9 +575,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:
         return _fail("out of memory", 1)
     except Exception as exc:  # noqa: BLE001 - one line, the traceback is behind --debug
+        from ..store.location import store_unreachable_error
+
+        gone = store_unreachable_error(getattr(args, "store", None) or "(the store)", exc)
+        if gone is not None:  # an object store whose endpoint is down: not a bug, exit 1
+            return _fail(str(gone), 1)
         text = " ".join(str(exc).split())[:300]
         return _fail(f"unexpected error: {type(exc).__name__}: {text} (run with --debug for "
                      "the traceback and please report it)", 1)
+    finally:
+        threading.excepthook = old_hook
+
+
+def _quiet_store_thread_errors(hook: threading.ExceptHookArgs) -> None:
+    """A background thread (the store's lease renewal) that fails because the store cannot
+    be written or reached ends without a traceback: the command's own next access to the
+    store reports it in one line. Any other failure is printed as usual."""
+    from ..store.location import WRITE_ERRNOS, store_unreachable_error
+
+    exc = hook.exc_value
+    if exc is not None and (store_unreachable_error("", exc) is not None or (
+            isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS)):
+        return
+    threading.__excepthook__(hook)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

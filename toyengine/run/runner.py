@@ -31,7 +31,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..errors import ClusterError, Interrupted, StoreError, ToyEngineError
 from ..store.lease import Lease
-from ..store.location import Location, store_write_error, store_writes
+from ..store.location import Location, quiet_store_errors, store_access_error, store_writes
 from ..store.results import (
     STATE_KEY,
     StoreInfo,
@@ -218,6 +218,9 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
         if old is not None:
             signal.signal(signal.SIGINT, old)
     client = Client(cluster)
+    # the client reports a store that cannot be written or reached in one line: the
+    # workers it started do not log each failed task's traceback too
+    client.register_plugin(QuietStoreErrors(), name="toyengine-quiet-store-errors")
     return client, cluster
 
 
@@ -296,6 +299,15 @@ class StudyPlugin(WorkerPlugin):
 
     def teardown(self, worker: Any = None) -> None:
         _SHIPPED.pop(self.name, None)
+
+
+class QuietStoreErrors(WorkerPlugin):
+    """Worker plugin (our own local cluster): no log records with tracebacks for tasks
+    that failed because the store cannot be written or reached, nor for the store's
+    connections dropped with it (:func:`~toyengine.store.location.quiet_store_errors`)."""
+
+    def setup(self, worker: Any = None) -> None:
+        quiet_store_errors()
 
 
 def _shipped(name: str) -> Plan:
@@ -621,8 +633,8 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
                     continue  # the same future again
                 except Exception as exc:  # noqa: BLE001 - the task failed (retries used up)
                     one_by_one.pop(0)
-                    if store_write_error(loc, exc) is not None:
-                        raise  # a worker cannot write the store: neither can the rest
+                    if store_access_error(loc, exc) is not None:
+                        raise  # a worker cannot write or reach the store: nor can the rest
                     report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
                     continue
                 one_by_one.pop(0)

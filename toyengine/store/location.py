@@ -14,16 +14,18 @@ import contextlib
 import errno
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StoreError, StoreWriteError
+from ..errors import StoreError, StoreUnreachableError, StoreWriteError
 
-__all__ = ["WRITE_ERRNOS", "Location", "parse_storage_options", "store_write_error",
-           "store_writes"]
+__all__ = ["MISTYPED_SCHEMES", "UNREACHABLE_ERRORS", "WRITE_ERRNOS", "Location", "check_url",
+           "parse_storage_options", "quiet_store_errors", "store_access_error",
+           "store_unreachable_error", "store_write_error", "store_writes"]
 
 #: what a failed write into a store means, and what to do about it; these errors come
 #: from the place the store is in, not from toyengine
@@ -35,6 +37,25 @@ WRITE_ERRNOS: dict[int, str] = {
     errno.EACCES: "check that you may write into the store",
     errno.EPERM: "check that you may write into the store",
 }
+
+#: exception classes (by name, anywhere in the class's bases: their packages are optional)
+#: that mean the store's service cannot be reached, raised by botocore (S3) and aiohttp
+#: (S3, GCS, HTTP) instead of an ``OSError``
+UNREACHABLE_ERRORS = frozenset({
+    "EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+    "ConnectionClosedError", "ProxyConnectionError", "ClientConnectionError",
+    "ClientConnectorError", "ServerDisconnectedError", "ServerTimeoutError",
+    "ClientConnectionResetError", "ClientOSError",
+})
+
+#: URL schemes of remote and in-memory stores: a local path starting with one of them and
+#: "//", ":/" or ":" ("s3//b/x", "s3:/b/x") is a mistyped URL (schemes that are also common
+#: folder names, such as fsspec's data://, dir:// or zip://, are left out)
+MISTYPED_SCHEMES = frozenset({
+    "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oci", "oss", "hdfs", "webhdfs",
+    "http", "https", "ftp", "sftp", "ssh", "smb", "memory", "file",
+})
+_MISTYPED_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)(//|:/?)(?!/)")
 
 #: (url, options) → (filesystem, root path), resolved once per process
 _RESOLVED: dict[tuple[str, str], tuple[Any, str]] = {}
@@ -77,6 +98,9 @@ class Location:
     url: str
     storage_options: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_url(self.url)
+
     @classmethod
     def of(cls, store: str | Path | Location,
            storage_options: Mapping[str, Any] | None = None) -> Location:
@@ -104,7 +128,14 @@ class Location:
         if got is None:
             import fsspec
 
-            fs, path = fsspec.core.url_to_fs(self.url, **dict(self.storage_options))
+            try:
+                fs, path = fsspec.core.url_to_fs(self.url, **dict(self.storage_options))
+            except ImportError as exc:  # e.g. s3:// without s3fs, gs:// without gcsfs
+                msg = f"store {self.url}: {' '.join(str(exc).split())}"
+                raise StoreError(msg) from None
+            except (TypeError, ValueError) as exc:  # a storage option it does not take
+                msg = f"store {self.url}: {' '.join(str(exc).split())[:300]}"
+                raise StoreError(msg) from None
             got = _RESOLVED[key] = (fs, path.rstrip("/"))
         return got
 
@@ -234,6 +265,67 @@ class Location:
             self.fs.rm(self.root, recursive=True)
 
 
+def _known_protocols() -> set[str]:
+    from fsspec.registry import known_implementations, registry
+
+    return {*known_implementations, *registry, "file", "local"}
+
+
+def check_url(url: str) -> None:
+    """Refuse a store URL whose scheme fsspec does not know (``foo://x``) and a local path
+    that looks like a URL with a mistyped scheme separator (``s3//bucket/x``,
+    ``s3:/bucket/x``): with a known scheme as its first component it would silently become
+    a local folder. A local folder of that name is still reachable as ``./s3//x``.
+
+    Raises
+    ------
+    StoreError
+        Naming the URL and what was expected.
+    """
+    if "://" in url:
+        for part in url.split("::"):  # chained URLs: simplecache::s3://...
+            proto = part.split("://", 1)[0] if "://" in part else part
+            if proto not in _known_protocols():
+                msg = (f"store {url}: unsupported URL scheme {proto + '://'!r}; expected a "
+                       "local path or an fsspec URL such as s3://bucket/x.zarr, gs://, "
+                       "memory:// or file://")
+                raise StoreError(msg)
+        return
+    m = _MISTYPED_URL.match(url)
+    if m and m.group(1).lower() in MISTYPED_SCHEMES:
+        fixed = f"{m.group(1)}://{url[m.end():]}"
+        msg = (f"store {url}: looks like a URL with a mistyped '://'; write {fixed} (or "
+               f"./{url} for a local folder of that name)")
+        raise StoreError(msg)
+
+
+def store_unreachable_error(store: Location | str,
+                            exc: BaseException) -> StoreUnreachableError | None:
+    """The one-line :class:`StoreUnreachableError` for ``exc`` if it (or an exception it
+    was raised from) says that the store's service cannot be reached, also when raised on
+    a Dask worker; else ``None``."""
+    if isinstance(exc, StoreUnreachableError):
+        return exc
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if any(c.__name__ in UNREACHABLE_ERRORS for c in type(e).__mro__):
+            cause = " ".join(str(e).split())[:300] or type(e).__name__
+            return StoreUnreachableError(
+                f"store {Location.of(store).url}: cannot reach it: {cause}; the results "
+                "written so far are kept: check the endpoint and the network, then run the "
+                "same command again to resume")
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def store_access_error(store: Location | str,
+                       exc: BaseException) -> StoreWriteError | StoreUnreachableError | None:
+    """:func:`store_write_error` or :func:`store_unreachable_error`, whichever applies."""
+    return store_write_error(store, exc) or store_unreachable_error(store, exc)
+
+
 def store_write_error(store: Location | str, exc: BaseException) -> StoreWriteError | None:
     """The one-line :class:`StoreWriteError` for ``exc`` if it is a failed write into
     ``store`` (an ``OSError`` with an errno of :data:`WRITE_ERRNOS` and no file name or
@@ -261,12 +353,58 @@ def store_write_error(store: Location | str, exc: BaseException) -> StoreWriteEr
 @contextlib.contextmanager
 def store_writes(store: Location | str) -> Iterator[None]:
     """Context in which a failed write into ``store`` (full disk, quota, read-only file
-    system, permission) becomes one :class:`StoreWriteError` naming the store; any other
-    error passes unchanged."""
+    system, permission) becomes one :class:`StoreWriteError` naming the store, and a store
+    whose service cannot be reached one :class:`StoreUnreachableError`; any other error
+    passes unchanged."""
     try:
         yield
-    except OSError as exc:
-        err = store_write_error(store, exc)
+    except Exception as exc:
+        err = store_access_error(store, exc)
         if err is None or err is exc:
             raise
         raise err from exc
+
+
+_FAILED_TASK = re.compile(r"^(\w+)\((\d+)?")
+
+
+def _is_store_failure(text: str) -> bool:
+    """``repr`` of a task's exception (as Dask logs it) names an unwritable or unreachable
+    store."""
+    m = _FAILED_TASK.match(text)
+    if m is None:
+        return False
+    name, code = m.group(1), m.group(2)
+    if name in UNREACHABLE_ERRORS or name in ("StoreWriteError", "StoreUnreachableError"):
+        return True
+    return code is not None and int(code) in WRITE_ERRNOS and name.endswith("Error")
+
+
+class _StoreErrorFilter:
+    """Logging filter: drops Dask's "Compute Failed" record of a task that failed on the
+    store, and asyncio's "exception was never retrieved" for a store connection."""
+
+    def filter(self, record: Any) -> bool:
+        msg = str(record.msg)
+        if msg.startswith("Compute Failed") and isinstance(record.args, tuple) \
+                and len(record.args) > 3:
+            return not _is_store_failure(str(record.args[3]))
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            return not any(c.__name__ in UNREACHABLE_ERRORS for c in type(exc).__mro__)
+        return True
+
+
+_QUIET = _StoreErrorFilter()
+
+
+def quiet_store_errors() -> None:
+    """In this process (a worker of our own cluster), log no traceback for a task that
+    failed because the store cannot be written or reached: the client reports it in one
+    line. Other failures are logged as before. Idempotent."""
+    import logging
+
+    for name in ("distributed.worker", "asyncio"):
+        logger = logging.getLogger(name)
+        if _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)

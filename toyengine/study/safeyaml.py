@@ -9,7 +9,10 @@ from an arbitrary class) it refuses, before any Python object is built:
   "billion laughs" attack, where nine nested anchors of ten aliases each make 10⁹ strings:
   PyYAML shares the aliased objects, so loading is cheap, but anything that walks the
   result (an error message, a digest, a deep copy) would run for hours;
-* duplicate keys in one mapping (YAML 1.2 forbids them; PyYAML silently keeps the last).
+* duplicate keys in one mapping (YAML 1.2 forbids them; PyYAML silently keeps the last);
+* integers longer than :data:`MAX_INT_DIGITS` characters (Python refuses to convert more
+  than 4300 digits, and converting fewer still costs quadratic time);
+* characters YAML does not allow in a document (NUL and other control characters).
 
 Each refusal is a :class:`~toyengine.errors.SpecError` naming the file and the line.
 """
@@ -23,7 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import SpecError
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_NODES", "load_yaml"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "MAX_NODES", "load_yaml"]
 
 #: largest study file accepted (bytes); the reference studies are < 10 kB
 MAX_BYTES = 1_000_000
@@ -31,6 +34,9 @@ MAX_BYTES = 1_000_000
 MAX_DEPTH = 32
 #: most nodes after alias expansion; the reference studies expand to < 2500
 MAX_NODES = 100_000
+#: longest integer literal (characters, sign and underscores included); the largest a study
+#: file uses is a 64-bit seed (19 digits)
+MAX_INT_DIGITS = 100
 
 
 class _Refused(Exception):
@@ -55,7 +61,12 @@ class _BoundedLoader(yaml.SafeLoader):
             if len(self._path) > MAX_DEPTH + 1:
                 raise _Refused(f"nesting at most {MAX_DEPTH} levels deep",
                                self.peek_event().start_mark, self._path[1:MAX_DEPTH + 1])
-            return super().compose_node(parent, index)  # type: ignore[misc]
+            node = super().compose_node(parent, index)  # type: ignore[misc]
+            if (isinstance(node, ScalarNode) and node.tag == "tag:yaml.org,2002:int"
+                    and len(node.value) > MAX_INT_DIGITS):
+                raise _Refused(f"an integer of at most {MAX_INT_DIGITS} digits (this one has "
+                               f"{len(node.value)})", node.start_mark, self._path[1:])
+            return node
         finally:
             self._path.pop()
 
@@ -140,8 +151,9 @@ def load_yaml(text: str, source: str) -> Any:
     if len(text) > MAX_BYTES:
         raise SpecError("(file)", f"{len(text)} bytes", f"a study file of at most {MAX_BYTES} "
                         "bytes", source)
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # its reader refuses characters YAML does not allow
         node = loader.get_single_node()
         if node is None:
             return None
@@ -156,10 +168,12 @@ def load_yaml(text: str, source: str) -> Any:
         raise SpecError(where, f"YAML{line}", exc.expected, source) from None
     except RecursionError:
         raise SpecError("(file)", "the document", "less deeply nested YAML", source) from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a scalar that does not
+        # convert to its type (a timestamp 2020-13-45)
         raise SpecError("(file)", source, f"valid YAML ({_one_line(exc)})", source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _format(path: list[str | int]) -> str:

@@ -22,7 +22,7 @@ from iminuit import Minuit
 from . import newton
 from .params import ParameterSet
 
-__all__ = ["FitResult", "FitStatus", "ProfileStarts", "fit", "scan_grid"]
+__all__ = ["FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters", "scan_grid"]
 
 
 class FitStatus(enum.IntEnum):
@@ -49,7 +49,10 @@ class FitResult:
     negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
     number of starting points tried and ``n_best`` how many of them reached the best minimum
     (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
-    limit and were refitted fixed there (their error is NaN). ``nfcn`` counts the
+    limit and were refitted fixed there (their error is NaN); ``fixed_flat`` those on
+    which the likelihood did not depend once a parameter was fixed at zero (the shape
+    parameters of a signal whose yield is zero, :func:`flat_parameters`): fixed at their
+    nominal values for that fit (error NaN). ``nfcn`` counts the
     likelihood calls: of ``nll`` alone after MIGRAD, of ``nll``, its gradient and its Hessian
     together after a Newton fit (plus those of a Newton fit that fell back to MIGRAD). The
     ``errors`` of a Newton fit are ``sqrt(diag(covariance))``; those of MIGRAD + HESSE are
@@ -76,6 +79,7 @@ class FitResult:
     n_starts: int = 1
     n_best: int = 1
     fixed_at_limit: tuple[str, ...] = ()
+    fixed_flat: tuple[str, ...] = ()
 
     def value(self, name: str) -> float:
         return float(self.values[self.names.index(name)])
@@ -604,12 +608,22 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     t0 = time.perf_counter()
     results = []
     total_nfcn = 0
+    flat = flat_parameters(nll, params) if _fixed_at_zero(params) else ()
+    if flat:
+        # e.g. the mass and width of a signal whose yield is fixed at 0: no minimum along
+        # them (HESSE singular); fixed at their nominal values, the fit is regular
+        params = params.updated({n: {"fixed": True} for n in flat})
     points = _start_points(params, max(int(starts), 1), rng, scan)
     if profile is not None:
         found, nfcn = _profile_starts(nll, params, scan, profile)
         points += found
         total_nfcn += nfcn
     points += [np.asarray(x, dtype=float) for x in extra_starts]
+    if flat:
+        idx = [params.index(n) for n in flat]
+        points = [np.array(x, dtype=float) for x in points]
+        for x in points:
+            x[idx] = params.values[idx]
     best: FitResult | None = None
     for x0 in points:
         res = _single_fit(nll, params, x0, minos, strategy, tol, hesse)
@@ -626,7 +640,63 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
                  if math.isfinite(r.nll) and r.nll <= best.nll + SAME_MINIMUM)
     elapsed = time.perf_counter() - t0
     return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn,
-                        "n_starts": len(points), "n_best": n_best})
+                        "n_starts": len(points), "n_best": n_best,
+                        "fixed_flat": tuple(dict.fromkeys((*flat, *best.fixed_flat)))})
+
+
+def _fixed_at_zero(params: ParameterSet) -> bool:
+    """Does ``params`` fix a parameter at 0 (a signal yield or amplitude switched off)? Only
+    then can other parameters lose every influence on the likelihood."""
+    return any(p.fixed and p.value == 0.0 for p in params) and bool(params.free_names)
+
+
+def flat_parameters(nll: Callable[[np.ndarray], float], params: ParameterSet,
+                    x: np.ndarray | None = None) -> tuple[str, ...]:
+    """The free parameters on which ``nll`` does not depend at ``x`` (default: the values
+    of ``params``).
+
+    With a signal yield (or amplitude) at zero the signal's shape parameters — its mass,
+    width, tail — drop out of the likelihood: the minimum is not a point but a line along
+    them, MIGRAD cannot converge there and HESSE is singular, although the fit is
+    well defined (the null hypothesis of a nested test, Wilks, Ann. Math. Stat. 9 (1938)
+    60; Chernoff, Ann. Math. Stat. 25 (1954) 573). A parameter counts as flat when moving it
+    one step (:attr:`~toyengine.core.params.Parameter.error_guess`) up, one step down and
+    ten steps up (within its limits) changes −ln L by at most ``FLAT_TOLERANCE`` relative,
+    i.e. not at all beyond rounding. These probe calls are not counted in any ``nfcn``.
+    """
+    x = params.values if x is None else np.asarray(x, dtype=float)
+    try:
+        with np.errstate(all="ignore"):
+            f0 = float(nll(x))
+    except Exception:  # noqa: BLE001 - the fit itself reports a failing likelihood
+        return ()
+    if not math.isfinite(f0):
+        return ()
+    tol = FLAT_TOLERANCE * max(1.0, abs(f0))
+    out = []
+    for i, p in enumerate(params):
+        if p.fixed:
+            continue
+        lo, hi = p.limits
+        moved = {min(max(x[i] + k * p.error_guess, lo), hi) for k in (1.0, -1.0, 10.0)}
+        moved.discard(float(x[i]))
+        if not moved:
+            continue
+        flat = True
+        for xi in sorted(moved):
+            y = x.copy()
+            y[i] = xi
+            try:
+                with np.errstate(all="ignore"):
+                    fy = float(nll(y))
+            except Exception:  # noqa: BLE001 - a probe that fails is no evidence of flatness
+                fy = math.nan
+            if not (math.isfinite(fy) and abs(fy - f0) <= tol):
+                flat = False
+                break
+        if flat:
+            out.append(p.name)
+    return tuple(out)
 
 
 def _at_limits(params: ParameterSet, values: np.ndarray) -> dict[str, float]:
@@ -668,9 +738,22 @@ def _refit_at_limits(nll: Callable[[np.ndarray], float], params: ParameterSet,
     for n, v in limits.items():
         x0[params.index(n)] = v
     res = _single_fit(nll, fixed, x0, minos, strategy, tol, hesse)
+    flat: tuple[str, ...] = ()
+    if not res.valid and any(v == 0.0 for v in limits.values()):
+        # a signal yield on its limit 0: its shape parameters are flat there (no minimum
+        # along them, HESSE singular); fixed at their nominal values
+        # (:func:`flat_parameters`) the refit is regular
+        flat = flat_parameters(nll, fixed, x0)
+        if flat:
+            fixed = fixed.updated({n: {"fixed": True} for n in flat})
+            for n in flat:
+                x0[params.index(n)] = params[n].value
+            again = _single_fit(nll, fixed, x0, minos, strategy, tol, hesse)
+            res = FitResult(**{**again.__dict__, "nfcn": again.nfcn + res.nfcn})
     if not (math.isfinite(res.nll) and res.nll <= best.nll + SAME_MINIMUM):
         return None
-    return FitResult(**{**res.__dict__, "at_limit": True, "fixed_at_limit": tuple(limits)})
+    return FitResult(**{**res.__dict__, "at_limit": True, "fixed_at_limit": tuple(limits),
+                        "fixed_flat": flat})
 
 
 def _better(a: FitResult, b: FitResult) -> bool:
@@ -695,6 +778,10 @@ def _better(a: FitResult, b: FitResult) -> bool:
 SAME_MINIMUM = 0.005
 #: a free parameter within this many steps (``error_guess``) of a limit ends "on" it
 LIMIT_TOLERANCE = 1e-3
+
+#: relative change of −ln L within which a parameter is flat (:func:`flat_parameters`):
+#: rounding only
+FLAT_TOLERANCE = 1e-12
 
 #: −ln L margin within which a valid minimum beats a lower invalid one (0.05 in −ln L is
 #: 0.1 in Δ(−2 ln L), far below any statistical resolution)

@@ -191,6 +191,11 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
         attrs.update({"importance_inject": " ".join(plan.injected),
                       "importance_fraction": float(spec.importance["fraction"])})
         coords["injected"] = np.array(plan.injected, dtype=object)
+    from ..study.recipe import flat_when_off
+
+    flat = flat_when_off(spec)
+    if flat:  # parameters fixed at nominal where a signal is off (the summary says so)
+        attrs["fixed_flat"] = json.dumps(flat)
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
     ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,

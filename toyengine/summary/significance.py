@@ -353,6 +353,15 @@ class SignificanceSummary:
         """Toy, Wilks, mixture, local and global Z at the observed t (the JSON keys)."""
         if self.is_rejection or not math.isfinite(self.observed_t):
             return None
+        if self.n_used == 0:  # never a headline from nothing
+            return Table(
+                title=f"Significance of observed t = {fmt_num(self.observed_t, 4)}: headline",
+                headers=(Cell.of("quantity"), Cell.of("value")),
+                rows=((Cell.of("result"), Cell.of(
+                    f"none: 0 usable toys of {self.n_done} done (failed fits h0 / h1 "
+                    f"{self.n_failed_h0} / {self.n_failed_h1})")),),
+                csv_header=("quantity", "value"), csv_rows=(("result", math.nan),),
+                align="ll")
         rows: list[tuple[str, str, float]] = []
         k, n = self.p_toys_count
         imp = self.importance

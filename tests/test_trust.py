@@ -70,3 +70,87 @@ def test_clean_summary_has_no_warning():
 
 def test_exit_code_is_distinct():
     assert EXIT_ALL_FITS_FAILED not in (0, 1, 2, 3, 130)
+
+
+# --- failures carry their cause ------------------------------------------------------------
+PLUGINS = __import__("pathlib").Path(__file__).resolve().parents[1] / "studies" / "examples" \
+    / "plugins"
+
+
+def _raising_plugin_study(tmp_path, monkeypatch):
+    """A study of a plug-in whose likelihood calls a numpy function that does not exist
+    (as ``np.trapz`` after numpy 2): the worked example ``expgauss`` with its -ln L changed.
+    The plug-in is importable through ``sys.path`` (the mechanism of tests/test_plugins.py);
+    this is the one place that makes it available."""
+    code = (PLUGINS / "expgauss.py").read_text()
+    old = "return float(v[0] + v[3] - np.sum("
+    assert old in code
+    code = code.replace(old, "return float(np.trapz_removed(x) + v[0] + v[3] - np.sum(")
+    (tmp_path / "raising_plugin.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    study = tmp_path / "study.yaml"
+    study.write_text("""
+name: raising-plugin
+kind: pulls
+seed: 5
+toys: 4
+models:
+  m:
+    builder: raising_plugin:build
+    options: {range: [5180.0, 5380.0]}
+generate: m
+hypotheses: [m]
+""")
+    return study
+
+
+@pytest.mark.filterwarnings("ignore::toyengine.errors.FitFailureWarning")
+def test_a_raising_plugin_is_named_by_run_and_status(tmp_path, monkeypatch, cli):
+    study = _raising_plugin_study(tmp_path, monkeypatch)
+    store = tmp_path / "s.zarr"
+    r = cli("run", study, "--store", store, "--workers", "1", "--quiet")
+    assert r.returncode == EXIT_ALL_FITS_FAILED, (r.stdout, r.stderr)
+    cause = "AttributeError: module 'numpy' has no attribute 'trapz_removed'"
+    lines = [ln for ln in r.stdout.splitlines() if cause in ln]
+    assert len(lines) == 1, r.stdout  # one line: type and message
+    assert lines[0].startswith("4 failed fits (100 %), most common: " + cause)
+    assert "first: toy 0, variant nominal, hypothesis m, worker" in lines[0]
+    assert "toyengine: every fit of hypothesis m failed (4/4)" in r.stderr
+
+    s = cli("status", store)
+    assert s.returncode == 0
+    assert f"most common: {cause}" in s.stdout
+    summ = cli("summary", store)
+    first = summ.stdout.splitlines()[0]
+    assert first.startswith("WARNING: every fit of m failed (4/4)") and cause in first
+
+    # the store keeps the cause: fail_reason per fit, the first failure of each kind
+    from toyengine.core.fit import FailReason
+    from toyengine.store import open_results
+
+    ds = open_results(store)
+    assert np.all(ds["fail_reason"].values == int(FailReason.EXCEPTION))
+    causes = json.loads(ds.attrs["failure_causes"])
+    assert [c["kind"] for c in causes] == ["EXCEPTION:AttributeError"]
+    assert causes[0]["count"] == 4 and causes[0]["toy"] == 0
+
+
+def test_old_store_without_fail_reason_still_reads(tmp_path):
+    """A store written before ``fail_reason`` existed (here: the field removed) opens, and
+    its summary and status work."""
+    import shutil
+
+    from toyengine.store import create_store, open_results, write_chunk
+    from toyengine.study.plan import Plan
+    from toyengine.study.recipe import run_chunk
+    from toyengine.study.spec import load_spec
+
+    spec = load_spec(PLUGINS.parent / "hello.yaml").with_overrides(toys=4)
+    path = tmp_path / "s.zarr"
+    plan = Plan.of(spec)
+    for c in create_store(path, plan, 4):
+        write_chunk(path, run_chunk(plan, c), 4, 4)
+    shutil.rmtree(path / "fail_reason")
+    ds = open_results(path)
+    assert "fail_reason" not in ds and int(ds["status"].sum()) == 4
+    assert render_summary(ds).startswith("toyengine summary")

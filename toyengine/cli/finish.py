@@ -46,6 +46,11 @@ def finish_run(report: RunReport, store: str, summary: bool,
         from ..summary import render_summary
 
         print(render_summary(ds, "text"))
+    from ..summary.report import failed_line
+
+    line = failed_line(ds)
+    if line:  # why fits failed, in one line: the most frequent cause
+        print(line)
     empty = _all_failed(ds)
     if empty:
         print(f"toyengine: {empty}", file=sys.stderr)

@@ -105,6 +105,8 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     status = ds["status"].values
     ran = status != FitStatus.NOT_RUN
     failed = int(np.sum(ran & (status != FitStatus.VALID)))
+    from ..summary.report import failed_line
+
     return {
         "study": info.attrs.get("study_name"), "kind": info.attrs.get("kind"),
         "variants": info.n_variants, "toys_per_variant": info.toys,
@@ -112,6 +114,7 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
         "chunks_done": int(done.sum()), "chunks_total": len(chunks),
         "toys_done": toys_done, "toys_total": total,
         "fits_run": int(ran.sum()), "fits_failed": failed,
+        **({"failures": failed_line(ds)} if failed else {}),
         "damaged_chunks": [p.describe(info.variant_names) for p in problems],
         "complete": bool(done.all()),
     }

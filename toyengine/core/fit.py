@@ -22,7 +22,8 @@ from iminuit import Minuit
 from . import newton
 from .params import ParameterSet
 
-__all__ = ["FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters", "scan_grid"]
+__all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
+           "scan_grid"]
 
 
 class FitStatus(enum.IntEnum):
@@ -40,6 +41,39 @@ class FitStatus(enum.IntEnum):
     EXCEPTION = 3
 
 
+class FailReason(enum.IntEnum):
+    """Why a fit failed; stored as ``int8`` in the result store's ``fail_reason``.
+
+    ``NONE`` (0) for a valid fit or one not run; ``GENERATION`` (1) the toy's generation
+    raised; ``EXCEPTION`` (2) the model's likelihood or the minimiser raised; ``NOT_FINITE``
+    (3) −ln L not finite at the minimum; ``NOT_POSDEF`` (4) MIGRAD converged but the HESSE
+    covariance is not positive definite; ``CALL_LIMIT`` (5) MIGRAD's call limit;
+    ``EDM`` (6) the estimated distance to the minimum stayed above tolerance; ``OTHER`` (7).
+    """
+
+    NONE = 0
+    GENERATION = 1
+    EXCEPTION = 2
+    NOT_FINITE = 3
+    NOT_POSDEF = 4
+    CALL_LIMIT = 5
+    EDM = 6
+    OTHER = 7
+
+    @property
+    def text(self) -> str:
+        """A short phrase for reports."""
+        return _REASON_TEXT[self]
+
+
+_REASON_TEXT = {
+    FailReason.NONE: "none", FailReason.GENERATION: "generation raised",
+    FailReason.EXCEPTION: "likelihood or fitter raised", FailReason.NOT_FINITE: "−ln L not finite",
+    FailReason.NOT_POSDEF: "covariance not positive definite",
+    FailReason.CALL_LIMIT: "call limit reached", FailReason.EDM: "EDM above tolerance",
+    FailReason.OTHER: "not converged"}
+
+
 @dataclass(frozen=True)
 class FitResult:
     """Flat, picklable record of one fit.
@@ -49,7 +83,9 @@ class FitResult:
     negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
     number of starting points tried and ``n_best`` how many of them reached the best minimum
     (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
-    limit and were refitted fixed there (their error is NaN); ``fixed_flat`` those on
+    limit and were refitted fixed there (their error is NaN); ``reason`` why an invalid
+    fit failed (:class:`FailReason`, its ``message`` the exception's type and text where
+    one was raised); ``fixed_flat`` those on
     which the likelihood did not depend once a parameter was fixed at zero (the shape
     parameters of a signal whose yield is zero, :func:`flat_parameters`): fixed at their
     nominal values for that fit (error NaN). ``nfcn`` counts the
@@ -80,6 +116,7 @@ class FitResult:
     n_best: int = 1
     fixed_at_limit: tuple[str, ...] = ()
     fixed_flat: tuple[str, ...] = ()
+    reason: FailReason = FailReason.NONE
 
     def value(self, name: str) -> float:
         return float(self.values[self.names.index(name)])
@@ -98,7 +135,8 @@ class FitResult:
         nan = np.full(n, np.nan)
         return cls(params.names, nan.copy(), nan.copy(), params.free_names,
                    np.full((nf, nf), np.nan), math.nan, False, FitStatus.EXCEPTION, math.nan,
-                   nfcn, False, False, elapsed, nan.copy(), nan.copy(), message)
+                   nfcn, False, False, elapsed, nan.copy(), nan.copy(), message,
+                   reason=FailReason.EXCEPTION)
 
 
 def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
@@ -500,6 +538,13 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
                              and math.isfinite(fmin.fval))
             else:  # a converged MIGRAD; its covariance is only MIGRAD's running estimate
                 valid = bool(fmin.is_valid and math.isfinite(fmin.fval))
+            reason = FailReason.NONE
+            if not valid:
+                reason = (FailReason.NOT_FINITE if not math.isfinite(fmin.fval)
+                          else FailReason.NOT_POSDEF if fmin.is_valid
+                          else FailReason.CALL_LIMIT if fmin.has_reached_call_limit
+                          else FailReason.EDM if fmin.is_above_max_edm
+                          else FailReason.OTHER)
             lower = np.full(len(params), np.nan)
             upper = np.full(len(params), np.nan)
             if minos and valid:
@@ -542,6 +587,7 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
             time=time.perf_counter() - t0,
             minos_lower=lower,
             minos_upper=upper,
+            reason=reason,
         )
     except Exception as exc:
         nfcn = int(m.nfcn) if m is not None else 0

@@ -297,16 +297,30 @@ def _shipped(name: str) -> Plan:
         raise ToyEngineError(msg) from None
 
 
+def _by_worker(res: ChunkResult) -> ChunkResult:
+    """``res`` with the name of the worker that ran it on each recorded failure."""
+    if res.causes:
+        try:
+            from distributed import get_worker
+
+            who = str(get_worker().name)
+        except Exception:  # noqa: BLE001 - not on a worker (a test, the client)
+            who = ""
+        for rec in res.causes.values():
+            rec["worker"] = who
+    return res
+
+
 def chunk_task(name: str, chunk: Chunk) -> ChunkResult:
     """Task (client writes): run the chunk, return its arrays."""
-    return run_chunk(_shipped(name), chunk)
+    return _by_worker(run_chunk(_shipped(name), chunk))
 
 
 def chunk_write_task(name: str, chunk: Chunk, loc: Location, toys: int,
                      chunk_size: int) -> ChunkResult:
     """Task (workers write): run the chunk, write its region and done marker; returns
     only what the client's progress needs (:func:`~toyengine.run.live.live_part`)."""
-    res = run_chunk(_shipped(name), chunk)
+    res = _by_worker(run_chunk(_shipped(name), chunk))
     write_chunk(loc, res, toys, chunk_size)
     return live_part(res)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.fit import FitResult, FitStatus, ProfileStarts, fit, flat_parameters
+from ..core.fit import FailReason, FitResult, FitStatus, ProfileStarts, fit, flat_parameters
 from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
 from .plan import Chunk, Plan, param_axis
@@ -42,7 +42,7 @@ from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng, importance_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["ChunkResult", "asimov_data", "flat_when_off", "global_observables",
+__all__ = ["ChunkResult", "asimov_data", "failure_kind", "flat_when_off", "global_observables",
            "importance_component",
            "importance_log_ratios", "run_chunk", "toy_data", "toy_nll", "toy_nll_function"]
 
@@ -55,10 +55,45 @@ class ChunkResult:
     chunk: Chunk
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     elapsed: float = 0.0
+    #: the failures of the chunk by kind (:func:`failure_kind`): their count and the first
+    #: one's reason, exception type and message, toy, variant and hypothesis (and the
+    #: worker, set by the task that ran it)
+    causes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def n_failed(self) -> int:
         return int(np.count_nonzero(self.arrays["status"] != int(FitStatus.VALID)))
+
+
+#: characters of an exception message kept in the store
+MESSAGE_CHARS = 300
+
+
+def failure_kind(reason: FailReason, message: str) -> tuple[str, str, str]:
+    """``(kind, exception type, message)`` of a failure: the kind is the reason's name, with
+    the exception's type for one that raised (``EXCEPTION:AttributeError``); the type and
+    message come from ``"Type: message"`` (what the fitter records; a Newton attempt's
+    prefix is dropped)."""
+    text = " ".join(str(message).split())
+    etype = ""
+    if reason in (FailReason.EXCEPTION, FailReason.GENERATION) and text:
+        last = text.split("; ")[-1].removeprefix("Newton: ")
+        head, sep, rest = last.partition(": ")
+        if sep and head.isidentifier():
+            etype, text = head, rest
+    kind = reason.name + (f":{etype}" if etype else "")
+    return kind, etype, text[:MESSAGE_CHARS]
+
+
+def _note_failure(causes: dict[str, dict[str, Any]], reason: FailReason, message: str,
+                  toy: int, variant: str, hypothesis: str) -> None:
+    kind, etype, text = failure_kind(reason, message)
+    rec = causes.get(kind)
+    if rec is None:
+        causes[kind] = {"count": 1, "reason": reason.text, "type": etype, "message": text,
+                        "toy": int(toy), "variant": variant, "hypothesis": hypothesis}
+    else:
+        rec["count"] += 1
 
 
 def _n_events(data: Any) -> int:
@@ -162,7 +197,8 @@ def _collapse_to_null(pair: tuple[int, int] | None, hyps: list[ToyModel],
             res.value(n) == 0.0 for n in zero):
         from dataclasses import replace
 
-        return replace(res, nll=r0.nll, valid=r0.valid, status=r0.status)
+        return replace(res, nll=r0.nll, valid=r0.valid, status=r0.status, reason=r0.reason,
+                       message=r0.message)
     return res
 
 
@@ -477,6 +513,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     a = plan.empty_records(chunk.size)
     pair = plan.nested_pair
     scan = plan.scan
+    causes: dict[str, dict[str, Any]] = {}
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
         try:
@@ -493,6 +530,10 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)
             a["status"][i] = FitStatus.EXCEPTION
+            a["fail_reason"][i] = FailReason.GENERATION
+            for h in plan.fit_order:
+                _note_failure(causes, FailReason.GENERATION, f"{type(exc).__name__}: {exc}",
+                              t, v.name, spec.hypotheses[h])
             continue
         a["n_events"][i] = _n_events(data)
         gobs = (global_observables(spec, v, t, params) if fixed is None
@@ -517,6 +558,9 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
                 a["status"][i, h] = FitStatus.EXCEPTION
+                a["fail_reason"][i, h] = FailReason.EXCEPTION
+                _note_failure(causes, FailReason.EXCEPTION, f"{type(exc).__name__}: {exc}",
+                              t, v.name, spec.hypotheses[h])
                 continue
             cols = [pindex[nm] for nm in res.names]
             a["value"][i, h, cols] = res.values
@@ -530,6 +574,10 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             a["nfcn"][i, h] = res.nfcn
             a["fit_time"][i, h] = res.time
             a["status"][i, h] = res.status
+            if not res.valid:
+                reason = FailReason(res.reason) if res.reason else FailReason.OTHER
+                a["fail_reason"][i, h] = reason
+                _note_failure(causes, reason, res.message, t, v.name, spec.hypotheses[h])
             a["n_best"][i, h] = res.n_best
             if model.derived_names and res.valid:
                 # derived quantities (e.g. fit fractions): value only, error NaN
@@ -549,4 +597,4 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                     a["gof"][i, h] = float(model.gof_statistic(data, res.values))
                 except Exception:  # noqa: BLE001 - a statistic that fails is NaN
                     a["gof"][i, h] = math.nan
-    return ChunkResult(chunk, a, time.perf_counter() - t0)
+    return ChunkResult(chunk, a, time.perf_counter() - t0, causes)

@@ -113,8 +113,26 @@ def trust_warning(ds: xr.Dataset, *, max_failed: float = MAX_FAILED_FRACTION,
 
 
 def _common_cause(ds: xr.Dataset) -> str:
-    """The most frequent failure cause recorded in the store (``""`` when none is)."""
-    return ""
+    """The most frequent failure cause recorded in the store (attribute ``failure_causes``
+    that :func:`~toyengine.store.open_results` adds from the done markers; ``""`` when
+    there is none, e.g. a store written before causes were recorded)."""
+    raw = ds.attrs.get("failure_causes")
+    if not raw:
+        return ""
+    causes = json.loads(str(raw))
+    return str(causes[0].get("text", "")) if causes else ""
+
+
+def failed_line(ds: xr.Dataset) -> str:
+    """``"N failed fits (x %), most common: …"`` over the whole store; ``""`` when no fit
+    failed."""
+    fs = failed_summary(ds)
+    done, failed = int(fs["n_done"].sum()), int(fs["n_failed"].sum())
+    if not failed:
+        return ""
+    cause = _common_cause(ds)
+    return (f"{failed} failed fits ({100 * failed / done:.3g} %)"
+            + (f", most common: {cause}" if cause else ""))
 
 
 def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
@@ -202,7 +220,8 @@ def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
             "failed_fraction",
         ),
         csv_rows=tuple(raw),
-        notes=("failed = attempted fits that did not converge (status 2 or 3).",),
+        notes=("failed = attempted fits that did not converge (status 2 or 3).",
+               *((line,) if (line := failed_line(ds)) else ())),
         align="ll",
     )
 
@@ -406,6 +425,7 @@ def _blocks(ds: xr.Dataset, max_failed: float = MAX_FAILED_FRACTION
         "toyengine_version": str(ds.attrs.get("toyengine_version", "")),
         "spec_digest": str(ds.attrs.get("spec_digest", "")),
         "failed": bookkeeping.to_records(),
+        "failure_causes": json.loads(str(ds.attrs.get("failure_causes") or "[]")),
         "variant_names": [str(n) for n in ds["variant_name"].values]
         if "variant_name" in ds
         else [],

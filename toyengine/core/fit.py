@@ -599,7 +599,8 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         rng: np.random.Generator | None = None, minos: bool = False,
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
         scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
-        profile: ProfileStarts | None = None) -> FitResult:
+        profile: ProfileStarts | None = None,
+        fixed_flat: Sequence[str] = ()) -> FitResult:
     """Minimise ``nll``: trust-region Newton when it has an analytic ``grad`` and
     ``hessian`` and MINOS is not asked for (:func:`_single_fit`), else MIGRAD, then HESSE
     (and MINOS if asked).
@@ -643,30 +644,31 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Also start from the best points of a coarse profile over the free ``scan``
         parameters (tried after the others, before ``extra_starts``); its cost is in
         ``nfcn`` and ``time``, its starts in ``n_starts``.
+    fixed_flat : sequence of str
+        Parameters already fixed because they are flat (set by the rerun below; every
+        start then has them at their nominal values).
 
     Returns
     -------
     FitResult
         ``valid=False`` (never an exception) when the fit fails numerically. A start that
         ends with free parameters on a limit is refitted with them fixed there
-        (:func:`_refit_at_limits`) before the starts are compared.
+        (:func:`_refit_at_limits`) before the starts are compared. A failed fit of a
+        model that fixes a parameter at 0 is rerun with the parameters the likelihood then
+        does not depend on (:func:`flat_parameters`) fixed at their nominal values
+        (``fixed_flat``; the calls of both in ``nfcn``).
     """
     t0 = time.perf_counter()
     results = []
     total_nfcn = 0
-    flat = flat_parameters(nll, params) if _fixed_at_zero(params) else ()
-    if flat:
-        # e.g. the mass and width of a signal whose yield is fixed at 0: no minimum along
-        # them (HESSE singular); fixed at their nominal values, the fit is regular
-        params = params.updated({n: {"fixed": True} for n in flat})
     points = _start_points(params, max(int(starts), 1), rng, scan)
     if profile is not None:
         found, nfcn = _profile_starts(nll, params, scan, profile)
         points += found
         total_nfcn += nfcn
     points += [np.asarray(x, dtype=float) for x in extra_starts]
-    if flat:
-        idx = [params.index(n) for n in flat]
+    if fixed_flat:  # a rerun with flat parameters fixed (below): at their nominal values
+        idx = [params.index(n) for n in fixed_flat]
         points = [np.array(x, dtype=float) for x in points]
         for x in points:
             x[idx] = params.values[idx]
@@ -684,10 +686,23 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     assert best is not None
     n_best = sum(1 for r in results
                  if math.isfinite(r.nll) and r.nll <= best.nll + SAME_MINIMUM)
+    flat = (flat_parameters(nll, params)
+            if not best.valid and _fixed_at_zero(params) else ())
+    if flat:
+        # e.g. the mass and width of a signal whose yield is fixed at 0: no minimum along
+        # them (HESSE singular); fixed at their nominal values, the fit is regular. Only
+        # after a failed fit: a valid one is never changed (the probe's likelihood calls
+        # could change a cached likelihood's last bits)
+        again = fit(nll, params.updated({n: {"fixed": True} for n in flat}), starts=starts,
+                    rng=rng, minos=minos, strategy=strategy, tol=tol, hesse=hesse, scan=scan,
+                    extra_starts=extra_starts, profile=profile,
+                    fixed_flat=(*fixed_flat, *flat))
+        return FitResult(**{**again.__dict__, "time": time.perf_counter() - t0,
+                            "nfcn": again.nfcn + total_nfcn})
     elapsed = time.perf_counter() - t0
     return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn,
                         "n_starts": len(points), "n_best": n_best,
-                        "fixed_flat": tuple(dict.fromkeys((*flat, *best.fixed_flat)))})
+                        "fixed_flat": tuple(dict.fromkeys((*fixed_flat, *best.fixed_flat)))})
 
 
 def _fixed_at_zero(params: ParameterSet) -> bool:

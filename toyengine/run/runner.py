@@ -47,7 +47,7 @@ from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate
 from ..study.show import CostEstimate, estimate_cost
 from ..study.spec import StudySpec
-from .live import LivePhysics, Progress, live_part
+from .live import LivePhysics, Progress, fold_store, live_part
 from .preflight import (
     CONNECT_TIMEOUT,
     UsageError,
@@ -186,7 +186,8 @@ def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
         variant_names=[v.name for v in spec.variants],
         variant_groups=[v.group for v in spec.variants],
         h0=str(test.get("h0", "")), h1=str(test.get("h1", "")),
-        observed_t=float(test.get("observed", math.nan)))
+        observed_t=float(test.get("observed", math.nan)),
+        paired_toys=info.toys if spec.paired else 0)
 
 
 def _make_client(workers: int | None, scheduler: str | None, security: Any,
@@ -428,6 +429,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
     own_client = client is None
     cluster = None
     interrupted = False
+    in_flight = 0
     with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress):
         existing = loc.exists(STATE_KEY)
         if existing:
@@ -496,14 +498,20 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if progress is not None and report.chunks_skipped:
                 progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks "
                                "already done\n")
+            physics = _live_physics(plan, info)
+            if report.chunks_skipped:  # the live numbers cover the whole store
+                fold_store(physics, info.group, chunks, done)
             bar = Progress(spec.name, spec.kind, total_toys,
                            sum(c.size for c in chunks if done[c.index]), progress,
-                           physics=_live_physics(plan, info), status=loc)
+                           physics=physics, status=loc)
             try:
                 _submit_and_collect(client, plan, pending, loc, info, mode, bar, report,
                                     worker_timeout)
             except KeyboardInterrupt:
                 interrupted = True
+                if not own_client and mode == "workers":
+                    # the cluster outlives this run: its running tasks still write chunks
+                    in_flight = _running_capacity(client) * info.chunk_size
             else:
                 bar.update(None, final=True)
         except KeyboardInterrupt:
@@ -514,16 +522,26 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         if interrupted:
             if not loc.exists(STATE_KEY):
                 raise Interrupted(0, spec.toys * len(spec.variants))
-            info = StoreInfo(loc)
+            info = StoreInfo(loc)  # what the store holds now, not what this run collected
             done_mask = info.done()
             chunks = info.chunks()
+            left = sum(c.size for c in chunks if not done_mask[c.index])
             raise Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
-                              sum(c.size for c in chunks))
+                              sum(c.size for c in chunks), min(in_flight, left))
         final = StoreInfo(loc)
         final_done = final.done()
         report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
     report.seconds = time.monotonic() - t_start
     return report
+
+
+def _running_capacity(client: Any) -> int:
+    """Worker threads of the cluster (tasks that may be running); 0 if unknown."""
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        return int(sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    except Exception:  # noqa: BLE001 - the scheduler may be gone
+        return 0
 
 
 def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:

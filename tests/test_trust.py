@@ -200,3 +200,57 @@ def test_tcc_b21_reference_fit_converges():
     v = next(v for v in spec.variants if v.name == "B'21")
     gen = generator_model(spec, v)
     assert np.all(np.isfinite(gen.parameters.values))
+
+
+# --- bounds ---------------------------------------------------------------------------------
+HUGE = """
+name: huge
+kind: pulls
+seed: 1
+toys: 10
+models:
+  m: {builder: gauss, options: {events: 100000000000000}}
+generate: m
+hypotheses: [m]
+"""
+
+
+def test_huge_builder_size_is_refused_before_anything_starts(tmp_path, cli):
+    study = tmp_path / "huge.yaml"
+    study.write_text(HUGE)
+    store = tmp_path / "s.zarr"
+    r = cli("run", study, "--store", store, "--workers", "1", "--quiet")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("toyengine: variant 'nominal' (model 'm'): about 1e+14 events "
+                               "per toy need ~2e+07 GB for 1 task(s) at once")  # 1e14 x 200 B
+    assert lines[0].endswith("add --yes to run anyway")
+    assert not store.exists()  # nothing started
+
+
+def test_more_local_workers_than_cores_needs_yes(tmp_path):
+    import os
+
+    from toyengine.errors import ConfirmationNeeded
+    from toyengine.run.preflight import check_resources
+
+    cores = os.cpu_count() or 1
+    with pytest.raises(ConfirmationNeeded, match=rf"--workers {cores + 1}: this machine has "
+                                                 rf"{cores} cores"):
+        check_resources({}, cores + 1, True, False)
+    check_resources({}, cores + 1, True, True)  # --yes
+    check_resources({}, cores + 1, False, False)  # workers of a cluster elsewhere: not ours
+    check_resources({}, cores, True, False)
+
+
+@pytest.mark.filterwarnings("ignore::toyengine.errors.FitFailureWarning")
+def test_toys_below_the_store_says_what_it_did(tmp_path, cli):
+    study = PLUGINS.parent / "hello.yaml"
+    store = tmp_path / "s.zarr"
+    assert cli("run", study, "--store", store, "--toys", "6", "--workers", "1",
+               "--quiet").returncode == 0
+    r = cli("run", study, "--store", store, "--toys", "3", "--workers", "1", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert ("note: the store holds 6 toys per variant, more than --toys 3: a store never "
+            "shrinks") in r.stdout

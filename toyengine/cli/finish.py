@@ -28,6 +28,8 @@ def finish_run(report: RunReport, store: str, summary: bool,
           f"{r.seconds:.1f} s; failed fits this run: {r.failed_fits}")
     if r.write:
         print(f"results written by: {r.write}")
+    for note in r.notes:
+        print(note)
     for line in r.repaired[:20]:
         print(f"recomputed (was missing or damaged): {line}")
     if r.stopped:

@@ -46,11 +46,12 @@ from ..study.plan import Chunk, Plan
 from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate
 from ..study.show import CostEstimate, estimate_cost
-from ..study.spec import StudySpec
+from ..study.spec import StudySpec, build_model
 from .live import LivePhysics, Progress, fold_store, live_part
 from .preflight import (
     CONNECT_TIMEOUT,
     UsageError,
+    check_resources,
     check_store_path,
     check_study_size,
     parse_scheduler_address,
@@ -103,6 +104,8 @@ class RunReport:
     repaired: list[str] = field(default_factory=list)
     #: why the run stopped early (e.g. no worker left), empty if it did not
     stopped: str = ""
+    #: what the run did differently from what was asked (e.g. --toys below the store's)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -425,11 +428,13 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         check_store_path(loc.url if "://" not in loc.url else loc.root)
     plan = Plan.of(spec)
     params = plan.params
+    check_resources(_generators(spec), workers, client is None and scheduler is None, yes)
     degenerate = check_degenerate(spec)  # warns, naming both variants, before any task
     own_client = client is None
     cluster = None
     interrupted = False
     in_flight = 0
+    toys_note = ""
     with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress):
         existing = loc.exists(STATE_KEY)
         if existing:
@@ -443,9 +448,13 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if spec.toys > info.toys:
                 extend_store(loc, spec.toys)
                 info = StoreInfo(loc)
-            elif spec.toys < info.toys and progress is not None:
-                progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
-                               f"{spec.toys}); running any of them not yet done\n")
+            elif spec.toys < info.toys:
+                toys_note = (f"note: the store holds {info.toys} toys per variant, more than "
+                             f"--toys {spec.toys}: a store never shrinks; its toys not yet "
+                             f"done are run (all {info.toys}), and a summary covers all "
+                             "of them (a new store has exactly --toys)")
+                if progress is not None:
+                    progress.write(toys_note + "\n")
         else:
             check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params),
                              yes)
@@ -494,7 +503,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             report = RunReport(str(loc), total_toys, len(chunks),
                                chunks_skipped=len(chunks) - len(pending),
                                chunk_size=info.chunk_size, dashboard=dashboard, write=mode,
-                               repaired=report_repaired)
+                               repaired=report_repaired, notes=[toys_note] if toys_note else [])
             if progress is not None and report.chunks_skipped:
                 progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks "
                                "already done\n")
@@ -542,6 +551,25 @@ def _running_capacity(client: Any) -> int:
         return int(sum(int(w.get("nthreads", 1)) for w in workers.values()))
     except Exception:  # noqa: BLE001 - the scheduler may be gone
         return 0
+
+
+def _generators(spec: StudySpec) -> dict[str, Any]:
+    """The models that generate toys, for the memory check: the generator of each listed
+    variant (the first of random ones) and the injected models of importance sampling,
+    as built (before any reference fit)."""
+    out: dict[str, Any] = {}
+    seen = False
+    for v in spec.variants:
+        if v.random:
+            if seen:
+                continue
+            seen = True
+        out[f"variant {v.name!r} (model {v.generate!r})"] = build_model(spec, v, v.generate)
+        if len(out) >= 100:
+            break
+    for m in (spec.importance or {}).get("inject", ()):
+        out[f"model {m!r}"] = build_model(spec, spec.variants[0], m)
+    return out
 
 
 def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:

@@ -3,6 +3,7 @@
 
 import errno
 import io
+import json
 import os
 import signal
 import socket
@@ -422,6 +423,10 @@ def test_sigint_during_a_run_prints_the_saved_toys_line(tmp_path):
         "/400 toys saved; run the same command to resume"), err
     saved = int(last.split("interrupted: ")[1].split("/")[0])
     assert saved >= 1
+    # the message counts what the store holds (its done markers), not what the run collected
+    held = sum(int(m["stop"]) - int(m["start"])
+               for m in (json.loads(f.read_text()) for f in done.glob("*.json")))
+    assert saved == held, (saved, held)
 
 
 def test_sigterm_is_an_interrupt(monkeypatch, capsys):

@@ -225,3 +225,43 @@ def test_store_truth_holds_the_fitted_generator_values(paired_store) -> None:
         gen = generator_model(spec, v)
         got = ds["truth"].sel(variant=v.index, param=list(gen.parameters.names)).values
         np.testing.assert_array_equal(got, gen.parameters.values)
+
+
+def test_total_error_is_the_bootstrap_spread() -> None:
+    """The ± of the total is the spread of its bootstrap replicas; ``total_stat`` (errors
+    propagated as if no maximum were taken) stays in JSON under its own name."""
+    import json
+
+    rng = np.random.default_rng(11)
+    ds = _synthetic([0.05, 0.04], 60, rng, pair_noise=0.3)  # shifts ~ 1 σ_stat: noisy max
+    st = systematic_table(ds, n_bootstrap=400, bootstrap_seed=3)
+    assert st.total_error["x"] != st.total_stat["x"]
+    assert math.isfinite(st.total_error["x"]) and st.total_error["x"] > 0
+    data = json.loads(json.dumps(st.to_dict()))
+    assert set(data["total_error"]) == {"x"} and set(data["total_stat"]) == {"x"}
+    total_line = next(ln for ln in st.to_text(show_stat=True).splitlines()
+                      if ln.startswith("Total"))
+    k = st.scale.get("x", 1.0)
+    from toyengine.summary._common import fmt_num
+
+    assert f"± {fmt_num(st.total_error['x'] * k, 1)}" in total_line
+    # the spread of the replicas, not the propagated candidate errors
+    assert f"± {fmt_num(st.total_stat['x'] * k, 1)}" not in total_line
+
+
+def test_precision_covers_the_separate_rows() -> None:
+    """--precision targets every paired row the table prints: a separately reported
+    variant's error counts (it was ignored)."""
+    from toyengine.run.precision import systematic_stat_errors
+
+    rng = np.random.default_rng(4)
+    ds = _synthetic([0.5, 0.2], 40, rng)
+    sep = np.array([False, False, True])  # "b" reported separately, with a noisier pairing
+    ds["value"][2, :, 0, 0] = ds["value"][0, :, 0, 0] + 0.2 + 2.0 * rng.standard_normal(40)
+    ds = ds.assign(variant_separate=("variant", sep))
+    st = systematic_table(ds, n_bootstrap=0)
+    b = next(v for v in st.variants if v.name == "b")
+    assert b.separate
+    got = systematic_stat_errors(ds, ["x"])["x"]
+    assert got == pytest.approx(max(b.stat["x"], st.total_error["x"]), rel=1e-12)
+    assert got >= b.stat["x"] > 0.2  # the separate row is the largest and is covered

@@ -105,7 +105,9 @@ def test_render_summary_all_formats(kind):
     txt = render_summary(ds, "text")
     assert "Fit bookkeeping" in txt and "failed" in txt
     md = render_summary(ds, "markdown")
-    assert md.startswith("# toyengine summary") and "| variant |" in md
+    warning = json.loads(render_summary(ds, "json"))["warning"]  # e.g. a failed variant
+    assert md.startswith((f"**{warning}**\n\n" if warning else "") + "# toyengine summary")
+    assert "| variant |" in md
     tex = render_summary(ds, "latex")
     assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") >= 2
     # CSV: one tidy table per call (several tables refuse); every table parses with one header

@@ -92,12 +92,17 @@ class ConfirmationNeeded(UsageError):
 
 
 class Interrupted(ToyEngineError):
-    """A run was interrupted (Ctrl-C, SIGTERM); the chunks written are kept."""
+    """A run was interrupted (Ctrl-C, SIGTERM); the chunks written are kept. ``saved``
+    counts the toys the store holds when the run stops; ``in_flight`` bounds those that
+    tasks still running on a cluster that outlives the run may add."""
 
-    def __init__(self, saved: int, total: int):
-        self.saved, self.total = saved, total
-        super().__init__(f"interrupted: {saved}/{total} toys saved; run the same command to "
-                         "resume")
+    def __init__(self, saved: int, total: int, in_flight: int = 0):
+        self.saved, self.total, self.in_flight = saved, total, in_flight
+        more = (f" (up to {in_flight} more may still land: tasks that were running on the "
+                "cluster's workers finish and write their chunks; `toyengine status` counts "
+                "them)" if in_flight else "")
+        super().__init__(f"interrupted: {saved}/{total} toys saved{more}; run the same "
+                         "command to resume")
 
 
 class ToyEngineWarning(RuntimeWarning):

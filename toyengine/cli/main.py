@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import threading
@@ -105,6 +106,8 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     status = ds["status"].values
     ran = status != FitStatus.NOT_RUN
     failed = int(np.sum(ran & (status != FitStatus.VALID)))
+    from ..summary.report import failed_line
+
     return {
         "study": info.attrs.get("study_name"), "kind": info.attrs.get("kind"),
         "variants": info.n_variants, "toys_per_variant": info.toys,
@@ -112,6 +115,7 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
         "chunks_done": int(done.sum()), "chunks_total": len(chunks),
         "toys_done": toys_done, "toys_total": total,
         "fits_run": int(ran.sum()), "fits_failed": failed,
+        **({"failures": failed_line(ds)} if failed else {}),
         "damaged_chunks": [p.describe(info.variant_names) for p in problems],
         "complete": bool(done.all()),
     }
@@ -243,7 +247,7 @@ def _summary(ds: Any, args: argparse.Namespace) -> int:
                 path.write_text(t.to_csv(), encoding="utf-8")
                 print(path)
             return 0
-    text = render_summary(ds, args.format, sections=sections)
+    text = render_summary(ds, args.format, sections=sections, max_failed=args.max_failed)
     if out is None:
         sys.stdout.write(text)
     else:
@@ -467,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("-o", "--output", metavar="FILE",
                    help="write to FILE instead of stdout (csv with several tables: a "
                    "directory, one FILE/<table>.csv each)")
+    m.add_argument("--max-failed", type=_fraction, default=0.05, metavar="FRACTION",
+                   help="failed-fit fraction above which the first line (JSON: warning) "
+                   "says the numbers rest on the converged fits only (default 0.05)")
     _add_storage_option(m)
     m.set_defaults(func=_cmd_summary)
 
@@ -545,7 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every error is one line on stderr and an exit code: 2 for what the user
     must fix (command line, study file, store path or store of another study, summary
     options, cluster settings or scheduler address), 1 for a failed run (I/O errors such as
-    a full disk, an unreachable object store, unexpected errors), 130 after Ctrl-C/SIGTERM.
+    a full disk, an unreachable object store, unexpected errors), 3 for a run that left chunks
+    not done, 4 for a complete run in which every fit of a hypothesis failed
+    (:data:`~toyengine.cli.finish.EXIT_ALL_FITS_FAILED`), 130 after Ctrl-C/SIGTERM.
     ``--debug`` shows the traceback instead."""
     args = build_parser().parse_args(argv)
     if getattr(args, "plugin", None):
@@ -598,6 +607,17 @@ def _quiet_store_thread_errors(hook: threading.ExceptHookArgs) -> None:
             isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS)):
         return
     threading.__excepthook__(hook)
+
+
+def _fraction(text: str) -> float:
+    """A fraction in [0, 1] (argparse type)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction in [0, 1]")
+    return x
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

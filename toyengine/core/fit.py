@@ -22,7 +22,8 @@ from iminuit import Minuit
 from . import newton
 from .params import ParameterSet
 
-__all__ = ["FitResult", "FitStatus", "ProfileStarts", "fit", "scan_grid"]
+__all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
+           "scan_grid"]
 
 
 class FitStatus(enum.IntEnum):
@@ -40,6 +41,39 @@ class FitStatus(enum.IntEnum):
     EXCEPTION = 3
 
 
+class FailReason(enum.IntEnum):
+    """Why a fit failed; stored as ``int8`` in the result store's ``fail_reason``.
+
+    ``NONE`` (0) for a valid fit or one not run; ``GENERATION`` (1) the toy's generation
+    raised; ``EXCEPTION`` (2) the model's likelihood or the minimiser raised; ``NOT_FINITE``
+    (3) −ln L not finite at the minimum; ``NOT_POSDEF`` (4) MIGRAD converged but the HESSE
+    covariance is not positive definite; ``CALL_LIMIT`` (5) MIGRAD's call limit;
+    ``EDM`` (6) the estimated distance to the minimum stayed above tolerance; ``OTHER`` (7).
+    """
+
+    NONE = 0
+    GENERATION = 1
+    EXCEPTION = 2
+    NOT_FINITE = 3
+    NOT_POSDEF = 4
+    CALL_LIMIT = 5
+    EDM = 6
+    OTHER = 7
+
+    @property
+    def text(self) -> str:
+        """A short phrase for reports."""
+        return _REASON_TEXT[self]
+
+
+_REASON_TEXT = {
+    FailReason.NONE: "none", FailReason.GENERATION: "generation raised",
+    FailReason.EXCEPTION: "likelihood or fitter raised", FailReason.NOT_FINITE: "−ln L not finite",
+    FailReason.NOT_POSDEF: "covariance not positive definite",
+    FailReason.CALL_LIMIT: "call limit reached", FailReason.EDM: "EDM above tolerance",
+    FailReason.OTHER: "not converged"}
+
+
 @dataclass(frozen=True)
 class FitResult:
     """Flat, picklable record of one fit.
@@ -49,7 +83,12 @@ class FitResult:
     negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
     number of starting points tried and ``n_best`` how many of them reached the best minimum
     (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
-    limit and were refitted fixed there (their error is NaN). ``nfcn`` counts the
+    limit and were refitted fixed there (their error is NaN); ``reason`` why an invalid
+    fit failed (:class:`FailReason`, its ``message`` the exception's type and text where
+    one was raised); ``fixed_flat`` those on
+    which the likelihood did not depend once a parameter was fixed at zero (the shape
+    parameters of a signal whose yield is zero, :func:`flat_parameters`): fixed at their
+    nominal values for that fit (error NaN). ``nfcn`` counts the
     likelihood calls: of ``nll`` alone after MIGRAD, of ``nll``, its gradient and its Hessian
     together after a Newton fit (plus those of a Newton fit that fell back to MIGRAD). The
     ``errors`` of a Newton fit are ``sqrt(diag(covariance))``; those of MIGRAD + HESSE are
@@ -76,6 +115,8 @@ class FitResult:
     n_starts: int = 1
     n_best: int = 1
     fixed_at_limit: tuple[str, ...] = ()
+    fixed_flat: tuple[str, ...] = ()
+    reason: FailReason = FailReason.NONE
 
     def value(self, name: str) -> float:
         return float(self.values[self.names.index(name)])
@@ -94,7 +135,8 @@ class FitResult:
         nan = np.full(n, np.nan)
         return cls(params.names, nan.copy(), nan.copy(), params.free_names,
                    np.full((nf, nf), np.nan), math.nan, False, FitStatus.EXCEPTION, math.nan,
-                   nfcn, False, False, elapsed, nan.copy(), nan.copy(), message)
+                   nfcn, False, False, elapsed, nan.copy(), nan.copy(), message,
+                   reason=FailReason.EXCEPTION)
 
 
 def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
@@ -496,6 +538,13 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
                              and math.isfinite(fmin.fval))
             else:  # a converged MIGRAD; its covariance is only MIGRAD's running estimate
                 valid = bool(fmin.is_valid and math.isfinite(fmin.fval))
+            reason = FailReason.NONE
+            if not valid:
+                reason = (FailReason.NOT_FINITE if not math.isfinite(fmin.fval)
+                          else FailReason.NOT_POSDEF if fmin.is_valid
+                          else FailReason.CALL_LIMIT if fmin.has_reached_call_limit
+                          else FailReason.EDM if fmin.is_above_max_edm
+                          else FailReason.OTHER)
             lower = np.full(len(params), np.nan)
             upper = np.full(len(params), np.nan)
             if minos and valid:
@@ -538,6 +587,7 @@ def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
             time=time.perf_counter() - t0,
             minos_lower=lower,
             minos_upper=upper,
+            reason=reason,
         )
     except Exception as exc:
         nfcn = int(m.nfcn) if m is not None else 0
@@ -549,7 +599,8 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         rng: np.random.Generator | None = None, minos: bool = False,
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
         scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
-        profile: ProfileStarts | None = None) -> FitResult:
+        profile: ProfileStarts | None = None,
+        fixed_flat: Sequence[str] = ()) -> FitResult:
     """Minimise ``nll``: trust-region Newton when it has an analytic ``grad`` and
     ``hessian`` and MINOS is not asked for (:func:`_single_fit`), else MIGRAD, then HESSE
     (and MINOS if asked).
@@ -593,13 +644,19 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Also start from the best points of a coarse profile over the free ``scan``
         parameters (tried after the others, before ``extra_starts``); its cost is in
         ``nfcn`` and ``time``, its starts in ``n_starts``.
+    fixed_flat : sequence of str
+        Parameters already fixed because they are flat (set by the rerun below; every
+        start then has them at their nominal values).
 
     Returns
     -------
     FitResult
         ``valid=False`` (never an exception) when the fit fails numerically. A start that
         ends with free parameters on a limit is refitted with them fixed there
-        (:func:`_refit_at_limits`) before the starts are compared.
+        (:func:`_refit_at_limits`) before the starts are compared. A failed fit of a
+        model that fixes a parameter at 0 is rerun with the parameters the likelihood then
+        does not depend on (:func:`flat_parameters`) fixed at their nominal values
+        (``fixed_flat``; the calls of both in ``nfcn``).
     """
     t0 = time.perf_counter()
     results = []
@@ -610,6 +667,11 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         points += found
         total_nfcn += nfcn
     points += [np.asarray(x, dtype=float) for x in extra_starts]
+    if fixed_flat:  # a rerun with flat parameters fixed (below): at their nominal values
+        idx = [params.index(n) for n in fixed_flat]
+        points = [np.array(x, dtype=float) for x in points]
+        for x in points:
+            x[idx] = params.values[idx]
     best: FitResult | None = None
     for x0 in points:
         res = _single_fit(nll, params, x0, minos, strategy, tol, hesse)
@@ -624,9 +686,78 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     assert best is not None
     n_best = sum(1 for r in results
                  if math.isfinite(r.nll) and r.nll <= best.nll + SAME_MINIMUM)
+    flat = (flat_parameters(nll, params)
+            if not best.valid and _fixed_at_zero(params) else ())
+    if flat:
+        # e.g. the mass and width of a signal whose yield is fixed at 0: no minimum along
+        # them (HESSE singular); fixed at their nominal values, the fit is regular. Only
+        # after a failed fit: a valid one is never changed (the probe's likelihood calls
+        # could change a cached likelihood's last bits)
+        again = fit(nll, params.updated({n: {"fixed": True} for n in flat}), starts=starts,
+                    rng=rng, minos=minos, strategy=strategy, tol=tol, hesse=hesse, scan=scan,
+                    extra_starts=extra_starts, profile=profile,
+                    fixed_flat=(*fixed_flat, *flat))
+        return FitResult(**{**again.__dict__, "time": time.perf_counter() - t0,
+                            "nfcn": again.nfcn + total_nfcn})
     elapsed = time.perf_counter() - t0
     return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn,
-                        "n_starts": len(points), "n_best": n_best})
+                        "n_starts": len(points), "n_best": n_best,
+                        "fixed_flat": tuple(dict.fromkeys((*fixed_flat, *best.fixed_flat)))})
+
+
+def _fixed_at_zero(params: ParameterSet) -> bool:
+    """Does ``params`` fix a parameter at 0 (a signal yield or amplitude switched off)? Only
+    then can other parameters lose every influence on the likelihood."""
+    return any(p.fixed and p.value == 0.0 for p in params) and bool(params.free_names)
+
+
+def flat_parameters(nll: Callable[[np.ndarray], float], params: ParameterSet,
+                    x: np.ndarray | None = None) -> tuple[str, ...]:
+    """The free parameters on which ``nll`` does not depend at ``x`` (default: the values
+    of ``params``).
+
+    With a signal yield (or amplitude) at zero the signal's shape parameters — its mass,
+    width, tail — drop out of the likelihood: the minimum is not a point but a line along
+    them, MIGRAD cannot converge there and HESSE is singular, although the fit is
+    well defined (the null hypothesis of a nested test, Wilks, Ann. Math. Stat. 9 (1938)
+    60; Chernoff, Ann. Math. Stat. 25 (1954) 573). A parameter counts as flat when moving it
+    one step (:attr:`~toyengine.core.params.Parameter.error_guess`) up, one step down and
+    ten steps up (within its limits) changes −ln L by at most ``FLAT_TOLERANCE`` relative,
+    i.e. not at all beyond rounding. These probe calls are not counted in any ``nfcn``.
+    """
+    x = params.values if x is None else np.asarray(x, dtype=float)
+    try:
+        with np.errstate(all="ignore"):
+            f0 = float(nll(x))
+    except Exception:  # noqa: BLE001 - the fit itself reports a failing likelihood
+        return ()
+    if not math.isfinite(f0):
+        return ()
+    tol = FLAT_TOLERANCE * max(1.0, abs(f0))
+    out = []
+    for i, p in enumerate(params):
+        if p.fixed:
+            continue
+        lo, hi = p.limits
+        moved = {min(max(x[i] + k * p.error_guess, lo), hi) for k in (1.0, -1.0, 10.0)}
+        moved.discard(float(x[i]))
+        if not moved:
+            continue
+        flat = True
+        for xi in sorted(moved):
+            y = x.copy()
+            y[i] = xi
+            try:
+                with np.errstate(all="ignore"):
+                    fy = float(nll(y))
+            except Exception:  # noqa: BLE001 - a probe that fails is no evidence of flatness
+                fy = math.nan
+            if not (math.isfinite(fy) and abs(fy - f0) <= tol):
+                flat = False
+                break
+        if flat:
+            out.append(p.name)
+    return tuple(out)
 
 
 def _at_limits(params: ParameterSet, values: np.ndarray) -> dict[str, float]:
@@ -668,9 +799,22 @@ def _refit_at_limits(nll: Callable[[np.ndarray], float], params: ParameterSet,
     for n, v in limits.items():
         x0[params.index(n)] = v
     res = _single_fit(nll, fixed, x0, minos, strategy, tol, hesse)
+    flat: tuple[str, ...] = ()
+    if not res.valid and any(v == 0.0 for v in limits.values()):
+        # a signal yield on its limit 0: its shape parameters are flat there (no minimum
+        # along them, HESSE singular); fixed at their nominal values
+        # (:func:`flat_parameters`) the refit is regular
+        flat = flat_parameters(nll, fixed, x0)
+        if flat:
+            fixed = fixed.updated({n: {"fixed": True} for n in flat})
+            for n in flat:
+                x0[params.index(n)] = params[n].value
+            again = _single_fit(nll, fixed, x0, minos, strategy, tol, hesse)
+            res = FitResult(**{**again.__dict__, "nfcn": again.nfcn + res.nfcn})
     if not (math.isfinite(res.nll) and res.nll <= best.nll + SAME_MINIMUM):
         return None
-    return FitResult(**{**res.__dict__, "at_limit": True, "fixed_at_limit": tuple(limits)})
+    return FitResult(**{**res.__dict__, "at_limit": True, "fixed_at_limit": tuple(limits),
+                        "fixed_flat": flat})
 
 
 def _better(a: FitResult, b: FitResult) -> bool:
@@ -695,6 +839,10 @@ def _better(a: FitResult, b: FitResult) -> bool:
 SAME_MINIMUM = 0.005
 #: a free parameter within this many steps (``error_guess``) of a limit ends "on" it
 LIMIT_TOLERANCE = 1e-3
+
+#: relative change of −ln L within which a parameter is flat (:func:`flat_parameters`):
+#: rounding only
+FLAT_TOLERANCE = 1e-12
 
 #: −ln L margin within which a valid minimum beats a lower invalid one (0.05 in −ln L is
 #: 0.1 in Δ(−2 ln L), far below any statistical resolution)

@@ -80,6 +80,11 @@ class GaussModel(ToyModelBase):
     def sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return rng.normal(float(values[0]), float(values[1]), self.events)
 
+    def expected_events(self) -> int:
+        """Values per toy (the memory check before a run,
+        :func:`toyengine.run.preflight.check_resources`)."""
+        return self.events
+
     def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> _GaussNLL:
         return _GaussNLL(np.asarray(data, dtype=float), weights)
 

@@ -9,8 +9,11 @@ The runner feeds every finished chunk to :class:`LivePhysics`, which keeps runni
 * ``significance`` / ``jp_rejection`` with an observed t: the toy p-value of the observed t,
   ``k/n`` with ``k`` toys at or above it, and its Clopper–Pearson 68.27% interval
   (Clopper and Pearson, Biometrika 26 (1934) 404);
-* ``model_variation``: the shift of each variant's mean fitted POI from the nominal
-  variant's, with the error of a difference of two means; the variation kinds with one data
+* ``model_variation``: the shift of each variant's fitted POI from the nominal variant's:
+  for a paired study (common random numbers) the mean of the per-toy differences to the
+  nominal twin with error ``RMS/√n``, pairs with a failed fit on either side dropped — the
+  summary's numbers (:func:`toyengine.summary.systematic_table`); unpaired, the difference
+  of the two means with the error of a difference of two means; the variation kinds with one data
   set per variant (``template_smearing``, ``parameter_variation``): the RMS of the POI's
   shift from its reference value per variant group.
 
@@ -38,7 +41,7 @@ from ..study.kinds import kind_info
 from ..study.recipe import ChunkResult
 from ..study.show import format_seconds
 
-__all__ = ["LivePhysics", "Progress", "physics_text"]
+__all__ = ["LivePhysics", "Progress", "fold_store", "physics_text"]
 
 _CL = 0.682689492137086
 
@@ -121,7 +124,11 @@ class LivePhysics:
     h0: str = ""
     h1: str = ""
     observed_t: float = math.nan
+    #: toys per variant of a paired store (common random numbers): the shifts are then
+    #: per-toy differences to the nominal twin, which needs the values per toy; 0: unpaired
+    paired_toys: int = 0
     _pulls: dict[str, _Moments] = field(default_factory=dict)
+    _per_toy: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     _values: dict[tuple[int, str], _Moments] = field(default_factory=dict)
     _shifts: dict[tuple[str, str], _Moments] = field(default_factory=dict)
     _t: _Moments = field(default_factory=_Moments)
@@ -136,6 +143,10 @@ class LivePhysics:
             poi = [p for p, ok in zip(self.params, finite, strict=False) if ok][:3]
         self.poi = poi
         self._label = dict(zip(self.params, self.labels, strict=True))
+        if self.paired_toys * len(self.variant_names) * len(poi) > PAIRED_MAX_VALUES:
+            self.paired_toys = 0  # too many to keep per toy: the unpaired estimate
+        nominal = [v for v, g in enumerate(self.variant_groups) if g.lower() == "nominal"]
+        self._nominal = nominal[0] if nominal else 0
 
     @property
     def _gen_h(self) -> int | None:
@@ -154,6 +165,8 @@ class LivePhysics:
             ok = valid[:, gh]
             for p, ip in pidx.items():
                 err = a["error"][ok, gh, ip]
+                if not np.isfinite(err).any():
+                    continue  # a fixed parameter, or fits without errors (no HESSE)
                 pull = (a["value"][ok, gh, ip] - self.truth[v, ip]) / np.where(err > 0, err,
                                                                                np.nan)
                 self._pulls.setdefault(p, _Moments()).add(pull)
@@ -169,7 +182,12 @@ class LivePhysics:
         if kind.systematic and not kind.one_data_set:  # generated toys per variant
             ok = valid[:, 0]
             for p, ip in pidx.items():
-                self._values.setdefault((v, p), _Moments()).add(a["value"][ok, 0, ip])
+                if self.paired_toys:
+                    arr = self._per_toy.setdefault((v, p), np.full(self.paired_toys, np.nan))
+                    arr[res.chunk.start:res.chunk.stop] = np.where(ok, a["value"][:, 0, ip],
+                                                                   np.nan)
+                else:
+                    self._values.setdefault((v, p), _Moments()).add(a["value"][ok, 0, ip])
         if kind.one_data_set:
             ok = valid[:, -1]
             group = self.variant_groups[v]
@@ -206,7 +224,20 @@ class LivePhysics:
         """Running systematic shifts: ``{poi: {variant or group: {shift, error, n}}}``."""
         out: dict[str, dict[str, dict[str, float]]] = {}
         kind = kind_info(self.kind)
-        if kind.systematic and not kind.one_data_set:
+        if kind.systematic and not kind.one_data_set and self.paired_toys:
+            nv = self._nominal
+            for (v, p), arr in sorted(self._per_toy.items()):
+                twin = self._per_toy.get((nv, p))
+                if v == nv or twin is None:
+                    continue
+                d = arr - twin
+                d = d[np.isfinite(d)]  # a failed fit on either side drops the pair
+                if d.size == 0:
+                    continue
+                err = float(np.std(d, ddof=1)) / math.sqrt(d.size) if d.size > 1 else math.nan
+                out.setdefault(p, {})[self.variant_names[v]] = {
+                    "shift": float(np.mean(d)), "error": err, "n": int(d.size)}
+        elif kind.systematic and not kind.one_data_set:
             for p in self.poi:
                 nom = self._values.get((0, p))
                 if nom is None or nom.n == 0:
@@ -272,6 +303,31 @@ def physics_text(d: dict[str, Any], kind: str = "") -> str:
 
 #: the per-toy arrays :meth:`LivePhysics.add` and :class:`Progress` read
 LIVE_FIELDS = ("status", "valid", "nll", "value", "error")
+
+#: at most this many per-toy values (toys × variants × POIs) are kept for the paired live
+#: shifts (8 bytes each); beyond, the live shifts are differences of means
+PAIRED_MAX_VALUES = 50_000_000
+
+
+def fold_store(physics: LivePhysics, group: Any, chunks: Sequence[Any],
+               done: np.ndarray) -> int:
+    """Fold the chunks already in a store (``done``) into ``physics``, so that a resumed
+    run's live numbers cover the whole store, as the summary does; returns the failed fits
+    among them."""
+    from ..study.recipe import ChunkResult
+
+    failed = 0
+    by_variant: dict[int, list[Any]] = {}
+    for c in chunks:
+        if done[c.index]:
+            by_variant.setdefault(c.variant, []).append(c)
+    for v, cs in by_variant.items():
+        arrays = {k: np.asarray(group[k][v]) for k in LIVE_FIELDS}
+        for c in cs:
+            res = ChunkResult(c, {k: a[c.start:c.stop] for k, a in arrays.items()})
+            failed += res.n_failed
+            physics.add(res)
+    return failed
 
 
 def live_part(res: ChunkResult) -> ChunkResult:

@@ -5,7 +5,8 @@ Two targets, one loop (:func:`run_to_precision`):
 * a **significance** study (``test.observed`` given) runs until the toy p-value of the
   observed t has a relative standard error ``precision`` (a number);
 * a **systematic** study (model variation) runs until the statistical error of every
-  paired shift — each non-separate variant's and the total's — is at most its target, given
+  paired shift it prints — each alternative's, those reported separately included, and the
+  total's (the spread of its bootstrap replicas) — is at most its target, given
   per parameter in the parameter's unit (``{"delta_m": 0.001}``: 1 keV on δm in MeV).
 
 Each round extends the store (``--toys``), so the result is the store one run with the final
@@ -107,8 +108,10 @@ def toys_for_stat_errors(errors: Mapping[str, float], targets: Mapping[str, floa
 
 
 def systematic_stat_errors(ds: Any, params: Mapping[str, float] | list[str]) -> dict[str, float]:
-    """The largest statistical error per parameter over the paired shifts of a systematic
-    store: each non-separate variant's shift and the total (its bootstrap error)."""
+    """The largest statistical error per parameter over the paired shifts a systematic
+    summary prints: every alternative's shift, those reported separately (e.g. the J^P
+    rows) included, and the total's (the spread of its bootstrap replicas). The nominal
+    variant's row is its fit bias, not a paired shift, and is not a target."""
     from ..summary.systematics import systematic_table
 
     table = systematic_table(ds)
@@ -118,9 +121,10 @@ def systematic_stat_errors(ds: Any, params: Mapping[str, float] | list[str]) -> 
             msg = (f"--precision: {p!r} is not a parameter of the systematic table; it has "
                    f"{list(table.params)}")
             raise ToyEngineError(msg)
+        nominal = {v.variant for v in table.variants if v.group.lower() == "nominal"}
         errs = [v.stat.get(p, math.nan) for v in table.variants
-                if not v.separate and v.variant != 0]
-        errs.append(table.total_stat.get(p, math.nan))
+                if v.variant not in nominal]
+        errs.append(table.total_error.get(p, math.nan))
         finite = [e for e in errs if math.isfinite(e)]
         out[p] = max(finite) if len(finite) == len(errs) else math.inf
     return out

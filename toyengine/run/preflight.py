@@ -5,7 +5,8 @@ Each check fails with one clear error instead of a hang or a traceback later on:
 :func:`probe_scheduler` (something at the address answers as a Dask scheduler, within a
 deadline that also covers servers that accept and never speak or that answer garbage),
 :func:`check_store_path` (the store can be created or resumed there) and
-:func:`check_study_size` (a study whose store or run time would be huge needs ``--yes``).
+:func:`check_study_size` (a study whose store or run time would be huge needs ``--yes``) and
+:func:`check_resources` (toys that do not fit in memory, more local workers than cores).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 
 from ..errors import ClusterError, ConfirmationNeeded, StoreError, UsageError
 
-__all__ = ["CONNECT_TIMEOUT", "check_store_path",
-           "check_study_size", "parse_scheduler_address", "probe_scheduler"]
+__all__ = ["BYTES_PER_EVENT", "CONNECT_TIMEOUT", "check_resources", "check_store_path",
+           "check_study_size", "expected_events", "parse_scheduler_address", "probe_scheduler"]
 
 #: seconds allowed for reaching a scheduler and hearing it identify itself (with the
 #: start-up of the command, an unreachable scheduler is reported within about 30 s)
@@ -159,3 +160,75 @@ def check_study_size(n_variants: int, toys: int, n_hyp: int, n_par: int, yes: bo
            f"of up to {size / 1e9:,.1f} GB{cpu_text}; check 'toys'/'count' (or --toys) and "
            "add --yes to run it anyway")
     raise ConfirmationNeeded(msg)
+
+
+#: memory one generated event costs while its toy is generated and fitted (the event, the
+#: uniforms drawn for it, per-component densities and likelihood terms): an upper estimate
+BYTES_PER_EVENT = 200.0
+
+
+def expected_events(model: Any) -> float | None:
+    """Expected events per toy of a generator model at its generation values: its
+    ``expected_events()`` where it has one (e.g. the ``gauss`` model's ``events``), the sum
+    of its yields for a 1-D mixture (:class:`toyengine.core.model1d.Model1D`), else None
+    (unknown)."""
+    hook = getattr(model, "expected_events", None)
+    if callable(hook):
+        n = hook()
+        return None if n is None else float(n)
+    idx = getattr(model, "_yield_idx", None)
+    if idx is not None:
+        import numpy as np
+
+        x = np.asarray(model.parameters.values, dtype=float)[np.asarray(idx)]
+        return float(np.sum(np.clip(x, 0.0, None)))
+    return None
+
+
+def available_memory() -> float:
+    """Bytes of memory available on this machine (``psutil``; ``sysconf`` without it)."""
+    try:
+        import psutil
+
+        return float(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - no psutil: the kernel's count of free pages
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def check_resources(generators: dict[str, Any], workers: int | None, local: bool,
+                    yes: bool) -> None:
+    """Refuse (unless ``yes``) a run whose toys cannot fit in this machine's memory, or that
+    asks for more local workers than cores, before anything starts.
+
+    ``generators``: the models that generate toys, by the name of what generates them (a
+    variant or model name, for the message). Each toy of ``n`` expected events
+    (:func:`expected_events`) needs about ``n × BYTES_PER_EVENT`` bytes in the task that
+    generates and fits it; ``workers`` tasks run at once on a local cluster (one per
+    core by default), one per worker elsewhere, where this machine's memory is the only
+    measure at hand.
+
+    Raises
+    ------
+    ConfirmationNeeded
+        One line naming the model, its size and the memory, and "add --yes".
+    """
+    if yes:
+        return
+    cores = os.cpu_count() or 1
+    if local and workers is not None and workers > cores:
+        msg = (f"--workers {workers}: this machine has {cores} cores; more local workers "
+               "than cores only compete for them (and for memory); add --yes to run anyway")
+        raise ConfirmationNeeded(msg)
+    tasks = (workers or cores) if local else 1
+    mem = available_memory()
+    for name, model in generators.items():
+        n = expected_events(model)
+        if n is None:
+            continue
+        need = n * BYTES_PER_EVENT * tasks
+        if need > 0.8 * mem:
+            msg = (f"{name}: about {n:.3g} events per toy need ~{need / 1e9:,.3g} GB for "
+                   f"{tasks} task(s) at once, and this machine has {mem / 1e9:,.3g} GB "
+                   "available; check the model's size (events, yields) and add --yes to "
+                   "run anyway")
+            raise ConfirmationNeeded(msg)

@@ -47,11 +47,12 @@ from ..study.plan import Chunk, Plan
 from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate
 from ..study.show import CostEstimate, estimate_cost
-from ..study.spec import StudySpec
-from .live import LivePhysics, Progress, live_part
+from ..study.spec import StudySpec, build_model
+from .live import LivePhysics, Progress, fold_store, live_part
 from .preflight import (
     CONNECT_TIMEOUT,
     UsageError,
+    check_resources,
     check_store_path,
     check_study_size,
     parse_scheduler_address,
@@ -104,6 +105,8 @@ class RunReport:
     repaired: list[str] = field(default_factory=list)
     #: why the run stopped early (e.g. no worker left), empty if it did not
     stopped: str = ""
+    #: what the run did differently from what was asked (e.g. --toys below the store's)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -195,7 +198,8 @@ def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
         variant_names=[v.name for v in spec.variants],
         variant_groups=[v.group for v in spec.variants],
         h0=str(test.get("h0", "")), h1=str(test.get("h1", "")),
-        observed_t=float(test.get("observed", math.nan)))
+        observed_t=float(test.get("observed", math.nan)),
+        paired_toys=info.toys if spec.paired else 0)
 
 
 def _make_client(workers: int | None, scheduler: str | None, security: Any,
@@ -318,16 +322,30 @@ def _shipped(name: str) -> Plan:
         raise ToyEngineError(msg) from None
 
 
+def _by_worker(res: ChunkResult) -> ChunkResult:
+    """``res`` with the name of the worker that ran it on each recorded failure."""
+    if res.causes:
+        try:
+            from distributed import get_worker
+
+            who = str(get_worker().name)
+        except Exception:  # noqa: BLE001 - not on a worker (a test, the client)
+            who = ""
+        for rec in res.causes.values():
+            rec["worker"] = who
+    return res
+
+
 def chunk_task(name: str, chunk: Chunk) -> ChunkResult:
     """Task (client writes): run the chunk, return its arrays."""
-    return run_chunk(_shipped(name), chunk)
+    return _by_worker(run_chunk(_shipped(name), chunk))
 
 
 def chunk_write_task(name: str, chunk: Chunk, loc: Location, toys: int,
                      chunk_size: int) -> ChunkResult:
     """Task (workers write): run the chunk, write its region and done marker; returns
     only what the client's progress needs (:func:`~toyengine.run.live.live_part`)."""
-    res = run_chunk(_shipped(name), chunk)
+    res = _by_worker(run_chunk(_shipped(name), chunk))
     write_chunk(loc, res, toys, chunk_size)
     return live_part(res)
 
@@ -434,10 +452,13 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         check_store_path(loc.url if "://" not in loc.url else loc.root)
     plan = Plan.of(spec)
     params = plan.params
+    check_resources(_generators(spec), workers, client is None and scheduler is None, yes)
     degenerate = check_degenerate(spec)  # warns, naming both variants, before any task
     own_client = client is None
     cluster = None
     interrupted = False
+    in_flight = 0
+    toys_note = ""
     with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress):
         existing = loc.exists(STATE_KEY)
         if existing:
@@ -451,9 +472,13 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if spec.toys > info.toys:
                 extend_store(loc, spec.toys)
                 info = StoreInfo(loc)
-            elif spec.toys < info.toys and progress is not None:
-                progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
-                               f"{spec.toys}); running any of them not yet done\n")
+            elif spec.toys < info.toys:
+                toys_note = (f"note: the store holds {info.toys} toys per variant, more than "
+                             f"--toys {spec.toys}: a store never shrinks; its toys not yet "
+                             f"done are run (all {info.toys}), and a summary covers all "
+                             "of them (a new store has exactly --toys)")
+                if progress is not None:
+                    progress.write(toys_note + "\n")
         else:
             check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params),
                              yes)
@@ -502,18 +527,24 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             report = RunReport(str(loc), total_toys, len(chunks),
                                chunks_skipped=len(chunks) - len(pending),
                                chunk_size=info.chunk_size, dashboard=dashboard, write=mode,
-                               repaired=report_repaired)
+                               repaired=report_repaired, notes=[toys_note] if toys_note else [])
             if progress is not None and report.chunks_skipped:
                 progress.write(f"resuming: {report.chunks_skipped}/{len(chunks)} chunks "
                                "already done\n")
+            physics = _live_physics(plan, info)
+            if report.chunks_skipped:  # the live numbers cover the whole store
+                fold_store(physics, info.group, chunks, done)
             bar = Progress(spec.name, spec.kind, total_toys,
                            sum(c.size for c in chunks if done[c.index]), progress,
-                           physics=_live_physics(plan, info), status=loc)
+                           physics=physics, status=loc)
             try:
                 _submit_and_collect(client, plan, pending, loc, info, mode, bar, report,
                                     worker_timeout)
             except KeyboardInterrupt:
                 interrupted = True
+                if not own_client and mode == "workers":
+                    # the cluster outlives this run: its running tasks still write chunks
+                    in_flight = _running_capacity(client) * info.chunk_size
             else:
                 bar.update(None, final=True)
         except KeyboardInterrupt:
@@ -524,16 +555,45 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         if interrupted:
             if not loc.exists(STATE_KEY):
                 raise Interrupted(0, spec.toys * len(spec.variants))
-            info = StoreInfo(loc)
+            info = StoreInfo(loc)  # what the store holds now, not what this run collected
             done_mask = info.done()
             chunks = info.chunks()
+            left = sum(c.size for c in chunks if not done_mask[c.index])
             raise Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
-                              sum(c.size for c in chunks))
+                              sum(c.size for c in chunks), min(in_flight, left))
         final = StoreInfo(loc)
         final_done = final.done()
         report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
     report.seconds = time.monotonic() - t_start
     return report
+
+
+def _running_capacity(client: Any) -> int:
+    """Worker threads of the cluster (tasks that may be running); 0 if unknown."""
+    try:
+        workers = client.scheduler_info().get("workers", {})
+        return int(sum(int(w.get("nthreads", 1)) for w in workers.values()))
+    except Exception:  # noqa: BLE001 - the scheduler may be gone
+        return 0
+
+
+def _generators(spec: StudySpec) -> dict[str, Any]:
+    """The models that generate toys, for the memory check: the generator of each listed
+    variant (the first of random ones) and the injected models of importance sampling,
+    as built (before any reference fit)."""
+    out: dict[str, Any] = {}
+    seen = False
+    for v in spec.variants:
+        if v.random:
+            if seen:
+                continue
+            seen = True
+        out[f"variant {v.name!r} (model {v.generate!r})"] = build_model(spec, v, v.generate)
+        if len(out) >= 100:
+            break
+    for m in (spec.importance or {}).get("inject", ()):
+        out[f"model {m!r}"] = build_model(spec, spec.variants[0], m)
+    return out
 
 
 def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:

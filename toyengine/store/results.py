@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a wo
     import xarray as xr
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
-           "extend_store", "open_results", "plugin_mismatch", "spec_of_store", "unmark",
-           "verify_store", "write_chunk"]
+           "describe_cause", "extend_store", "failure_causes", "open_results",
+           "plugin_mismatch", "spec_of_store", "unmark", "verify_store", "write_chunk"]
 
 FORMAT_VERSION = 2
 CHUNK_VARS = ("chunk_variant", "chunk_start", "chunk_stop")
@@ -194,6 +194,11 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
         attrs.update({"importance_inject": " ".join(plan.injected),
                       "importance_fraction": float(spec.importance["fraction"])})
         coords["injected"] = np.array(plan.injected, dtype=object)
+    from ..study.recipe import flat_when_off
+
+    flat = flat_when_off(spec)
+    if flat:  # parameters fixed at nominal where a signal is off (the summary says so)
+        attrs["fixed_flat"] = json.dumps(flat)
     ds = xr.Dataset(data, coords=coords, attrs=attrs)
     # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
     ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,
@@ -550,9 +555,39 @@ def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
     keys = [chunk_key(name, c, chunk_size) for name in arrays]
     fs = loc.fs
     sizes = {name: int(fs.size(loc.path(k))) for name, k in zip(arrays, keys, strict=True)}
-    loc.write_json(marker_key(c.index), {"chunk": c.index, "variant": c.variant,
-                                         "start": c.start, "stop": c.stop, "sizes": sizes,
-                                         "failed": result.n_failed})
+    marker = {"chunk": c.index, "variant": c.variant, "start": c.start, "stop": c.stop,
+              "sizes": sizes, "failed": result.n_failed}
+    causes = getattr(result, "causes", None)
+    if causes:  # the failures by kind, the first of each with its exception
+        marker["causes"] = causes
+    loc.write_json(marker_key(c.index), marker)
+
+
+def failure_causes(markers: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The failures recorded in the done markers (``causes``), by kind, most frequent
+    first: ``{"kind", "count", "reason", "type", "message", "toy", "variant", "hypothesis",
+    "worker"}``, the details of the first failure of that kind (lowest chunk)."""
+    out: dict[str, dict[str, Any]] = {}
+    for idx in sorted(markers):
+        for kind, rec in (markers[idx].get("causes") or {}).items():
+            if kind in out:
+                out[kind]["count"] += int(rec.get("count", 1))
+            else:
+                out[kind] = {"kind": kind, **rec, "count": int(rec.get("count", 1))}
+    for rec in out.values():
+        rec["text"] = describe_cause(rec)
+    return sorted(out.values(), key=lambda r: (-r["count"], r["kind"]))
+
+
+def describe_cause(rec: dict[str, Any]) -> str:
+    """One line for a :func:`failure_causes` record."""
+    what = f"{rec['type']}: {rec['message']}" if rec.get("type") else (
+        rec.get("reason", "") + (f" ({rec['message']})" if rec.get("message") else ""))
+    where = (f"toy {rec.get('toy')}, variant {rec.get('variant')}, "
+             f"hypothesis {rec.get('hypothesis')}")
+    if rec.get("worker"):
+        where += f", worker {rec['worker']}"
+    return f"{what} [{rec['count']}×; first: {where}]"
 
 
 def open_results(store: str | Path | Location,
@@ -576,6 +611,9 @@ def open_results(store: str | Path | Location,
     rounds = info.loc.read_json(PRECISION_KEY)
     if rounds is not None:  # a precision-targeted run: how many rounds and toys it took
         ds.attrs["precision_rounds"] = json.dumps(rounds, sort_keys=True)
+    causes = failure_causes(info.markers())
+    if causes:  # why fits failed: the summary names the most common cause
+        ds.attrs["failure_causes"] = json.dumps(causes)
     return ds.assign(chunk_done=("chunk", info.done()))
 
 

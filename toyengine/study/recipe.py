@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.fit import FitResult, FitStatus, ProfileStarts, fit
+from ..core.fit import FailReason, FitResult, FitStatus, ProfileStarts, fit, flat_parameters
 from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
 from .plan import Chunk, Plan, param_axis
@@ -42,7 +42,8 @@ from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng, importance_rng
 from .spec import StudySpec, Variant, build_model, load_fixed_data
 
-__all__ = ["ChunkResult", "asimov_data", "global_observables", "importance_component",
+__all__ = ["ChunkResult", "asimov_data", "failure_kind", "flat_when_off", "global_observables",
+           "importance_component",
            "importance_log_ratios", "run_chunk", "toy_data", "toy_nll", "toy_nll_function"]
 
 
@@ -54,10 +55,45 @@ class ChunkResult:
     chunk: Chunk
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     elapsed: float = 0.0
+    #: the failures of the chunk by kind (:func:`failure_kind`): their count and the first
+    #: one's reason, exception type and message, toy, variant and hypothesis (and the
+    #: worker, set by the task that ran it)
+    causes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def n_failed(self) -> int:
         return int(np.count_nonzero(self.arrays["status"] != int(FitStatus.VALID)))
+
+
+#: characters of an exception message kept in the store
+MESSAGE_CHARS = 300
+
+
+def failure_kind(reason: FailReason, message: str) -> tuple[str, str, str]:
+    """``(kind, exception type, message)`` of a failure: the kind is the reason's name, with
+    the exception's type for one that raised (``EXCEPTION:AttributeError``); the type and
+    message come from ``"Type: message"`` (what the fitter records; a Newton attempt's
+    prefix is dropped)."""
+    text = " ".join(str(message).split())
+    etype = ""
+    if reason in (FailReason.EXCEPTION, FailReason.GENERATION) and text:
+        last = text.split("; ")[-1].removeprefix("Newton: ")
+        head, sep, rest = last.partition(": ")
+        if sep and head.isidentifier():
+            etype, text = head, rest
+    kind = reason.name + (f":{etype}" if etype else "")
+    return kind, etype, text[:MESSAGE_CHARS]
+
+
+def _note_failure(causes: dict[str, dict[str, Any]], reason: FailReason, message: str,
+                  toy: int, variant: str, hypothesis: str) -> None:
+    kind, etype, text = failure_kind(reason, message)
+    rec = causes.get(kind)
+    if rec is None:
+        causes[kind] = {"count": 1, "reason": reason.text, "type": etype, "message": text,
+                        "toy": int(toy), "variant": variant, "hypothesis": hypothesis}
+    else:
+        rec["count"] += 1
 
 
 def _n_events(data: Any) -> int:
@@ -88,7 +124,7 @@ def _nested_starts(pair: tuple[int, int] | None, hyps: list[ToyModel],
     if r0 is None or not math.isfinite(r0.nll):
         return []
     null = dict(zip(r0.names, r0.values, strict=True))
-    zero = _null_embedding(hyps[h], set(null))
+    zero = _null_embedding(hyps[h], hyps[pair[0]].parameters)
     x = []
     for p in hyps[h].parameters:
         lo, hi = p.limits
@@ -119,20 +155,28 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
     return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"])
 
 
-def _null_embedding(model: ToyModel, null_names: set[str]) -> dict[str, float]:
-    """Parameters of an alternative model that are absent from the null and set to 0 to
-    recover it (free, not scan parameters, 0 within their limits): the signal yield or
+def _null_embedding(model: ToyModel, null: Any) -> dict[str, float]:
+    """Parameters of an alternative model that the null lacks — absent from the null's
+    parameters ``null``, or fixed there at 0 ("``n_sig`` fixed at 0") — and are set to 0
+    to recover it (free, not scan parameters, 0 within their limits): the signal yield or
     amplitude."""
     scan = set(model.scan_parameters)
+
+    def switched_off(name: str) -> bool:
+        if name not in null:
+            return True
+        p0 = null[name] if hasattr(null, "free_names") else None  # a set: names only
+        return p0 is not None and p0.fixed and p0.value == 0.0
+
     return {p.name: 0.0 for p in model.parameters
-            if p.name not in null_names and p.name not in scan and not p.fixed
+            if switched_off(p.name) and p.name not in scan and not p.fixed
             and p.limits[0] <= 0.0 <= p.limits[1]}
 
 
-def _signal_strengths(model: ToyModel, null_names: set[str]) -> list[str]:
+def _signal_strengths(model: ToyModel, null: Any) -> list[str]:
     """The parameters of :func:`_null_embedding` bounded at zero (a yield, a magnitude; a
     free phase is not one): all at zero, the alternative model is the null."""
-    return [n for n in _null_embedding(model, null_names)
+    return [n for n in _null_embedding(model, null)
             if 0.0 in model.parameters[n].limits]
 
 
@@ -140,33 +184,87 @@ def _collapse_to_null(pair: tuple[int, int] | None, hyps: list[ToyModel],
                       fitted: dict[int, FitResult], h: int, res: FitResult) -> FitResult:
     """An alternative fit that ended with its signal fixed at zero *is* the null model: its
     minimum over the remaining parameters is the null fit's, so it takes the null's −ln L
-    (t = 0 exactly, rather than minimiser noise of either sign)."""
+    and its convergence (t = 0 exactly, rather than minimiser noise of either sign; a
+    boundary result, not a failure: the point mass at t = 0 of Chernoff, Ann. Math. Stat.
+    25 (1954) 573)."""
     if pair is None or h != pair[1]:
         return res
     r0 = fitted.get(pair[0])
     if r0 is None or not math.isfinite(r0.nll):
         return res
-    zero = _signal_strengths(hyps[h], set(r0.names))
+    zero = _signal_strengths(hyps[h], hyps[pair[0]].parameters)
     if zero and set(zero) <= set(res.fixed_at_limit) and all(
             res.value(n) == 0.0 for n in zero):
         from dataclasses import replace
 
-        return replace(res, nll=r0.nll)
+        return replace(res, nll=r0.nll, valid=r0.valid, status=r0.status, reason=r0.reason,
+                       message=r0.message)
     return res
 
 
+def flat_when_off(spec: StudySpec, variant: int = 0) -> dict[str, dict[str, Any]]:
+    """The parameters each fit fixes at their nominal values because the likelihood does not
+    depend on them once a signal is switched off (:func:`toyengine.core.fit.flat_parameters`),
+    probed on toy 0's data set of ``variant``.
+
+    ``{hypothesis: {"off": [names at 0], "flat": [names], "always": bool}}``: ``always``
+    for a model that fixes a yield at 0 itself (the null written as "``n_sig`` fixed at 0":
+    every fit), else for the alternative of a nested test in the fits whose signal ends on
+    its limit 0. Empty for a study where neither happens (nothing is computed then).
+    """
+    pair = (None if spec.kind not in ("significance", "jp_rejection", "template_smearing",
+                                      "parameter_variation")
+            else (spec.test.get("h0"), spec.test.get("h1")))
+    v = _variant(spec, variant)
+    models = {h: build_model(spec, v, h) for h in spec.hypotheses}
+    todo: dict[str, tuple[list[str], bool]] = {}
+    for h, m in models.items():
+        zeros = [p.name for p in m.parameters if p.fixed and p.value == 0.0]
+        if zeros and m.parameters.free_names:
+            todo[h] = (zeros, True)
+        elif pair is not None and h == pair[1] and pair[0] in models:
+            off = _signal_strengths(m, models[pair[0]].parameters)
+            if off:
+                todo[h] = (off, False)
+    if not todo:
+        return {}
+    data = toy_data(spec, 0, variant)
+    out: dict[str, dict[str, Any]] = {}
+    for h, (off, always) in todo.items():
+        params = models[h].parameters
+        if not always:
+            params = params.updated({n: {"value": 0.0, "fixed": True} for n in off})
+        flat = flat_parameters(models[h].nll(data), params)
+        if flat:
+            out[h] = {"off": off, "flat": list(flat), "always": always}
+    return out
+
+
+def flat_note(flat: dict[str, dict[str, Any]]) -> str:
+    """One line on :func:`flat_when_off`'s parameters ("" when there are none)."""
+    parts = []
+    for h, d in flat.items():
+        when = "every fit" if d["always"] else "fits where " + " = ".join(d["off"]) + " = 0"
+        parts.append(f"{h}: {', '.join(d['flat'])} fixed at nominal in {when} "
+                     f"({', '.join(d['off'])} = 0 leaves them flat)")
+    return "; ".join(parts)
+
+
 def _scan_toy(model: ToyModel, nll: Any, names: tuple[str, ...], points: np.ndarray,
-              r0: FitResult | None, nll0: float, spec: StudySpec) -> np.ndarray:
+              r0: FitResult | None, nll0: float, spec: StudySpec,
+              null: Any = None) -> np.ndarray:
     """``t(θ) = 2 (nll_h0 − nll_h1(θ))`` at each scan point θ, the other parameters fitted
     from the null minimum with the signal at its nominal start (one start per point;
-    a signal ending at zero is refitted fixed there, giving t = 0)."""
+    a signal ending at zero is refitted fixed there, giving t = 0). ``null``: the null
+    model's parameters (default: the names of ``r0``)."""
+    null_params = null
     out = np.full(len(points), np.nan)
     if r0 is None or not math.isfinite(nll0):
         return out
     null = dict(zip(r0.names, r0.values, strict=True))
     base = model.parameters.with_values(
         {n: v for n, v in null.items() if n in model.parameters and math.isfinite(v)})
-    zero = _signal_strengths(model, set(null))
+    zero = _signal_strengths(model, null_params if null_params is not None else set(null))
     for j, row in enumerate(points):
         fixed = base.updated({n: {"value": float(v), "fixed": True}
                               for n, v in zip(names, row, strict=True)})
@@ -415,6 +513,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     a = plan.empty_records(chunk.size)
     pair = plan.nested_pair
     scan = plan.scan
+    causes: dict[str, dict[str, Any]] = {}
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
         try:
@@ -431,6 +530,10 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)
             a["status"][i] = FitStatus.EXCEPTION
+            a["fail_reason"][i] = FailReason.GENERATION
+            for h in plan.fit_order:
+                _note_failure(causes, FailReason.GENERATION, f"{type(exc).__name__}: {exc}",
+                              t, v.name, spec.hypotheses[h])
             continue
         a["n_events"][i] = _n_events(data)
         gobs = (global_observables(spec, v, t, params) if fixed is None
@@ -455,6 +558,9 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
                 a["status"][i, h] = FitStatus.EXCEPTION
+                a["fail_reason"][i, h] = FailReason.EXCEPTION
+                _note_failure(causes, FailReason.EXCEPTION, f"{type(exc).__name__}: {exc}",
+                              t, v.name, spec.hypotheses[h])
                 continue
             cols = [pindex[nm] for nm in res.names]
             a["value"][i, h, cols] = res.values
@@ -468,6 +574,10 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             a["nfcn"][i, h] = res.nfcn
             a["fit_time"][i, h] = res.time
             a["status"][i, h] = res.status
+            if not res.valid:
+                reason = FailReason(res.reason) if res.reason else FailReason.OTHER
+                a["fail_reason"][i, h] = reason
+                _note_failure(causes, reason, res.message, t, v.name, spec.hypotheses[h])
             a["n_best"][i, h] = res.n_best
             if model.derived_names and res.valid:
                 # derived quantities (e.g. fit fractions): value only, error NaN
@@ -480,10 +590,11 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                     and (scan.toys is None or t < scan.toys)):
                 r0 = fitted.get(pair[0])
                 a["scan_t"][i] = _scan_toy(model, nll, scan.names, scan.points, r0,
-                                           r0.nll if r0 is not None else math.nan, spec)
+                                           r0.nll if r0 is not None else math.nan, spec,
+                                           hyps[pair[0]].parameters)
             if plan.kind.records_gof and res.valid:
                 try:
                     a["gof"][i, h] = float(model.gof_statistic(data, res.values))
                 except Exception:  # noqa: BLE001 - a statistic that fails is NaN
                     a["gof"][i, h] = math.nan
-    return ChunkResult(chunk, a, time.perf_counter() - t0)
+    return ChunkResult(chunk, a, time.perf_counter() - t0, causes)

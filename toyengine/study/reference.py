@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core.fit import fit
-from ..errors import DegenerateVariantWarning, FitFailureWarning
+from ..errors import DegenerateVariantWarning, ModelError
 from .spec import StudySpec, Variant, build_model
 
 __all__ = ["DEGENERATE_RTOL", "asimov_reference", "check_degenerate", "degenerate_variants",
@@ -46,7 +46,10 @@ def generator_model(spec: StudySpec, variant: Variant) -> Any:
     (:func:`asimov_reference`), there being no data — and generates with the fitted
     parameters (stored per variant as the store's ``truth``). The nominal generator and
     models without a density grid generate with their own values. Cached per process; the
-    fit is deterministic.
+    fit is deterministic. A reference fit that does not converge is continued once (MIGRAD
+    strategy 2 from where it stopped, no HESSE: only the minimum is used); if it still does
+    not, the variant is refused (:class:`~toyengine.errors.ModelError` naming it), never
+    generated from unconverged values.
     """
     gen = build_model(spec, variant, variant.generate)
     base = spec.variants[0]
@@ -60,11 +63,20 @@ def generator_model(spec: StudySpec, variant: Variant) -> Any:
     ref = asimov_reference(build_model(spec, base, base.generate))
     if ref is None:
         return gen
-    res = fit(gen.nll(ref[0], ref[1]), gen.parameters, strategy=spec.fit["strategy"])
+    nll = gen.nll(ref[0], ref[1])
+    res = fit(nll, gen.parameters, strategy=spec.fit["strategy"])
+    if not res.valid and all(np.isfinite(res.values)):
+        # only the minimum is needed, not errors: a second MIGRAD (strategy 2) from where the
+        # first stopped, without HESSE (a flat direction — e.g. two background shapes that
+        # the reference cannot tell apart — leaves the covariance singular at a true minimum)
+        res = fit(nll, gen.parameters.updated(
+            {n: float(x) for n, x in zip(res.names, res.values, strict=True)}),
+            strategy=2, hesse=False)
     if not res.valid:
-        warnings.warn(f"variant {variant.name}: the fit of its generator to the reference "
-                      "did not converge; generating with its last values", FitFailureWarning,
-                      stacklevel=2)
+        msg = (f"variant {variant.name!r}: the fit of its generator to the reference did not "
+               f"converge ({res.reason.text}); it is not generated from unconverged values — "
+               "fix or remove the variant")
+        raise ModelError(msg)
     fitted = copy.copy(gen)
     fitted.parameters = gen.parameters.updated(
         {n: float(x) for n, x in zip(res.names, res.values, strict=True)})

@@ -73,6 +73,11 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("status", _H, _I1, 0, "",
           "`FitStatus`: 0 not run, 1 valid, 2 invalid minimum, 3 exception (generation or "
           "fit)"),
+    Field("fail_reason", _H, _I1, 0, "",
+          "`FailReason` of a failed fit: 0 none (valid or not run), 1 generation raised, 2 "
+          "likelihood or fitter raised, 3 −ln L not finite, 4 covariance not positive "
+          "definite, 5 call limit, 6 EDM above tolerance, 7 other (absent from stores made "
+          "before it: read as 0)"),
     Field("gof", _H, _F8, math.nan, "",
           "goodness-of-fit statistic (kind `goodness_of_fit`, models that define one), else "
           "NaN"),

@@ -115,6 +115,11 @@ def describe_study(spec: StudySpec, cost: CostEstimate | None = None) -> str:
                                          ("fitted", model in spec.hypotheses)) if ok)
         out.append(f"# model {model!r} ({role}), nominal variant: parameters")
         out.extend(_param_rows(spec, model))
+    from .recipe import flat_note, flat_when_off
+
+    note = flat_note(flat_when_off(spec))
+    if note:
+        out.append(f"# {note}")
     n_toys = spec.toys * len(spec.variants)
     out.append("")
     out.append(f"# {len(spec.variants)} variant(s) × {spec.toys} toys × "

@@ -26,8 +26,8 @@ from .pulls import pull_summary
 from .significance import significance_summary, variant_significance
 from .tables import Cell, Table
 
-__all__ = ["SECTIONS", "failed_summary", "failed_table",
-           "generating_hypothesis", "render_summary", "summary_tables"]
+__all__ = ["MAX_FAILED_FRACTION", "SECTIONS", "failed_summary", "failed_table",
+           "generating_hypothesis", "render_summary", "summary_tables", "trust_warning"]
 
 Format = Literal["text", "markdown", "latex", "csv", "json", "html"]
 
@@ -59,6 +59,80 @@ def failed_summary(ds: xr.Dataset) -> xr.Dataset:
         out["n_invalid"] = (ds["status"] == FitStatus.INVALID).sum("toy").astype(np.int64)
         out["n_error"] = (ds["status"] == FitStatus.EXCEPTION).sum("toy").astype(np.int64)
     return out
+
+
+#: failed-fit fraction above which a summary warns in its first line (``--max-failed``)
+MAX_FAILED_FRACTION = 0.05
+
+
+def trust_warning(ds: xr.Dataset, *, max_failed: float = MAX_FAILED_FRACTION,
+                  n_used: int | None = None, lost_fraction: float | None = None) -> str:
+    """One line saying why a summary's numbers are not (all) a result, or ``""``.
+
+    Warns when every fit of a hypothesis failed (in a variant, or in all of them), when a
+    summary uses no toy (``n_used`` = 0, e.g. a significance summary whose t needs both
+    fits), and when the failed fraction of all attempted fits exceeds ``max_failed``
+    (failed toys are dropped, which biases what remains if failing depends on the data), or
+    ``lost_fraction``, the share of done toys a summary could not use (a significance toy
+    needs both fits), exceeds it.
+    """
+    fs = failed_summary(ds)
+    names = ([str(n) for n in ds["variant_name"].values] if "variant_name" in ds
+             else [str(i) for i in range(ds.sizes["variant"])])
+    done = np.asarray(fs["n_done"].transpose("variant", "hypothesis").values)
+    failed = np.asarray(fs["n_failed"].transpose("variant", "hypothesis").values)
+    hyps = [str(h) for h in fs["hypothesis"].values]
+    problems = []
+    nothing = n_used == 0
+    for j, h in enumerate(hyps):
+        d, f = int(done[:, j].sum()), int(failed[:, j].sum())
+        if d and f == d:
+            problems.append(f"every fit of {h} failed ({f}/{d})")
+            nothing = True
+            continue
+        whole = [names[v] for v in range(len(names)) if done[v, j] and failed[v, j] == done[v, j]]
+        if whole:
+            more = f" and {len(whole) - 3} more" if len(whole) > 3 else ""
+            problems.append(f"every fit of {h} failed in variant(s) {', '.join(whole[:3])}{more}")
+    total_d, total_f = int(done.sum()), int(failed.sum())
+    if n_used == 0 and total_d:
+        problems.append("0 usable toys")
+    limit = f"{100 * max_failed:.3g} %"
+    if total_d and total_f / total_d > max_failed:
+        problems.append(f"{total_f} of {total_d} fits failed "
+                        f"({100 * total_f / total_d:.3g} % > {limit})")
+    elif lost_fraction is not None and lost_fraction > max_failed and n_used:
+        problems.append(f"{100 * lost_fraction:.3g} % of the toys unusable "
+                        f"(a fit failed; > {limit})")
+    if not problems:
+        return ""
+    cause = _common_cause(ds)
+    return ("WARNING: " + "; ".join(problems) + (f"; most common: {cause}" if cause else "")
+            + (": no result below" if nothing
+               else ": the numbers below use only the fits that converged"))
+
+
+def _common_cause(ds: xr.Dataset) -> str:
+    """The most frequent failure cause recorded in the store (attribute ``failure_causes``
+    that :func:`~toyengine.store.open_results` adds from the done markers; ``""`` when
+    there is none, e.g. a store written before causes were recorded)."""
+    raw = ds.attrs.get("failure_causes")
+    if not raw:
+        return ""
+    causes = json.loads(str(raw))
+    return str(causes[0].get("text", "")) if causes else ""
+
+
+def failed_line(ds: xr.Dataset) -> str:
+    """``"N failed fits (x %), most common: …"`` over the whole store; ``""`` when no fit
+    failed."""
+    fs = failed_summary(ds)
+    done, failed = int(fs["n_done"].sum()), int(fs["n_failed"].sum())
+    if not failed:
+        return ""
+    cause = _common_cause(ds)
+    return (f"{failed} failed fits ({100 * failed / done:.3g} %)"
+            + (f", most common: {cause}" if cause else ""))
 
 
 def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
@@ -146,7 +220,8 @@ def failed_table(ds: xr.Dataset, *, max_variants: int = 12) -> Table:
             "failed_fraction",
         ),
         csv_rows=tuple(raw),
-        notes=("failed = attempted fits that did not converge (status 2 or 3).",),
+        notes=("failed = attempted fits that did not converge (status 2 or 3).",
+               *((line,) if (line := failed_line(ds)) else ())),
         align="ll",
     )
 
@@ -338,7 +413,8 @@ def _headline_first(tables: list[Table]) -> list[Table]:
     return head + [t for t in tables if t not in head]
 
 
-def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
+def _blocks(ds: xr.Dataset, max_failed: float = MAX_FAILED_FRACTION
+            ) -> tuple[dict[str, list[Table]], dict[str, Any]]:
     kind = str(ds.attrs.get("kind", ""))
     info = kind_info(kind)
     bookkeeping = failed_table(ds)
@@ -349,11 +425,14 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
         "toyengine_version": str(ds.attrs.get("toyengine_version", "")),
         "spec_digest": str(ds.attrs.get("spec_digest", "")),
         "failed": bookkeeping.to_records(),
+        "failure_causes": json.loads(str(ds.attrs.get("failure_causes") or "[]")),
         "variant_names": [str(n) for n in ds["variant_name"].values]
         if "variant_name" in ds
         else [],
         "hypotheses": [str(h) for h in ds["hypothesis"].values],
     }
+    n_used: int | None = None
+    lost: float | None = None
     h0 = str(ds.attrs.get("h0", "") or "")
     h1 = str(ds.attrs.get("h1", "") or "")
     if h0 and h1:
@@ -361,6 +440,8 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
             sums = [significance_summary(ds, v) for v in range(ds.sizes["variant"])]
             sections["significance"] = _headline_first([t for s in sums for t in s.tables()])
             data["significance"] = [s.to_dict() for s in sums]
+            n_used = min(s.n_used for s in sums)
+            lost = max((s.failed_fraction for s in sums if s.n_done), default=None)
         else:
             sp = variant_significance(ds)
             sections["significance"] = sp.tables()
@@ -412,6 +493,9 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
         if head is not None:
             first = sections[head][0]
             sections[head] = [replace(first, notes=(*first.notes, note)), *sections[head][1:]]
+    # never a headline from nothing: the first line says when the numbers are not a result
+    data["warning"] = trust_warning(ds, max_failed=max_failed, n_used=n_used,
+                                    lost_fraction=lost) or None
     named = {sec: _named(sec, sections[sec]) for sec in info.sections if sections.get(sec)}
     return named, data
 
@@ -484,7 +568,8 @@ def _select(named: dict[str, list[Table]], sections: Sequence[str] | None) -> li
 
 
 def render_summary(ds: xr.Dataset, fmt: Format = "text", *,
-                   sections: Sequence[str] | None = None) -> str:
+                   sections: Sequence[str] | None = None,
+                   max_failed: float = MAX_FAILED_FRACTION) -> str:
     """Render the summary blocks that fit ``ds.attrs["kind"]``, headline first.
 
     Parameters
@@ -501,6 +586,11 @@ def render_summary(ds: xr.Dataset, fmt: Format = "text", *,
         ``ensembles``; NaN is written as ``null``. ``latex``: booktabs tables.
     sections : sequence of str, optional
         Only these sections or tables (see :func:`summary_tables`).
+    max_failed : float
+        Failed-fit fraction above which the first line is a warning
+        (:func:`trust_warning`; also when a hypothesis failed in every fit or no toy is
+        usable). JSON: key ``warning`` (``null`` when there is none); CSV has no place
+        for it.
 
     Returns
     -------
@@ -509,12 +599,13 @@ def render_summary(ds: xr.Dataset, fmt: Format = "text", *,
     if fmt not in ("text", "markdown", "md", "latex", "csv", "json", "html"):
         msg = f"render_summary: fmt={fmt!r} must be one of text, markdown, latex, csv, json, html"
         raise SummaryError(msg)
-    named, data = _blocks(ds)
+    named, data = _blocks(ds, max_failed)
     tables = _select(named, sections)
+    warning = data["warning"]
     if fmt == "json":
         if sections:
             keep = {"study_name", "kind", "toyengine_version", "spec_digest", "variant_names",
-                    "hypotheses"}
+                    "hypotheses", "warning"}
             data = {k: v for k, v in data.items() if k in keep}
             data["tables"] = {t.name: t.to_records() for t in tables}
         return json.dumps(jsonable(data), indent=2, allow_nan=False) + "\n"
@@ -530,10 +621,16 @@ def render_summary(ds: xr.Dataset, fmt: Format = "text", *,
             raise SummaryError(msg)
         return tables[0].to_csv()
     if fmt in ("markdown", "md"):
-        return f"# {head}\n\n" + "\n".join(t.to_markdown() for t in tables)
+        first = f"**{warning}**\n\n" if warning else ""
+        return first + f"# {head}\n\n" + "\n".join(t.to_markdown() for t in tables)
     if fmt == "latex":
-        return (f"% {head}\n% needs \\usepackage{{booktabs}}\n"
+        first = f"% {warning}\n" if warning else ""
+        return (first + f"% {head}\n% needs \\usepackage{{booktabs}}\n"
                 + "\n".join(t.to_latex() for t in tables))
     if fmt == "html":
-        return "\n".join(t.to_html() for t in tables)
-    return head + "\n\n" + "\n".join(t.to_text() for t in tables)
+        import html
+
+        first = f'<p class="warning"><b>{html.escape(warning)}</b></p>\n' if warning else ""
+        return first + "\n".join(t.to_html() for t in tables)
+    return (f"{warning}\n" if warning else "") + head + "\n\n" + "\n".join(
+        t.to_text() for t in tables)

@@ -136,6 +136,9 @@ class SignificanceSummary:
     z_global_err: float = math.nan
     lee: dict[str, Any] | None = None
     importance: dict[str, Any] | None = None
+    #: parameters fixed at their nominal values where a signal is off (flat there; store
+    #: attribute ``fixed_flat``), as one line; "" for none
+    fixed_flat: str = ""
 
     @property
     def is_rejection(self) -> bool:
@@ -170,6 +173,8 @@ class SignificanceSummary:
             ("mean / std of t", f"{fmt_num(self.t_mean)} / {fmt_num(self.t_std)}", self.t_mean),
             ("Wilks ndof", fmt_num(self.ndof_wilks), self.ndof_wilks),
         ]
+        if self.fixed_flat:
+            rows.append(("fixed at nominal (flat with the signal off)", self.fixed_flat, ""))
         f = self.chi2_fit
         if f is not None:
             rows.append(("fitted ndof", f"{fmt_num(f.ndof, 4)} ± {fmt_num(f.ndof_err, 2)}", f.ndof))
@@ -348,6 +353,15 @@ class SignificanceSummary:
         """Toy, Wilks, mixture, local and global Z at the observed t (the JSON keys)."""
         if self.is_rejection or not math.isfinite(self.observed_t):
             return None
+        if self.n_used == 0:  # never a headline from nothing
+            return Table(
+                title=f"Significance of observed t = {fmt_num(self.observed_t, 4)}: headline",
+                headers=(Cell.of("quantity"), Cell.of("value")),
+                rows=((Cell.of("result"), Cell.of(
+                    f"none: 0 usable toys of {self.n_done} done (failed fits h0 / h1 "
+                    f"{self.n_failed_h0} / {self.n_failed_h1})")),),
+                csv_header=("quantity", "value"), csv_rows=(("result", math.nan),),
+                align="ll")
         rows: list[tuple[str, str, float]] = []
         k, n = self.p_toys_count
         imp = self.importance
@@ -652,7 +666,22 @@ def significance_summary(
         pvalues=tuple(pvalues),
         tail=tuple(tail),
         include_failed=include_failed,
+        fixed_flat=_fixed_flat_note(ds.attrs.get("fixed_flat")),
     )
+
+
+def _fixed_flat_note(raw: object) -> str:
+    """The store attribute ``fixed_flat`` (``{hypothesis: {off, flat, always}}``, JSON) as
+    one line: which parameters the fits fixed at nominal because a signal was off."""
+    if not raw:
+        return ""
+    import json
+
+    parts = []
+    for h, d in json.loads(str(raw)).items():
+        when = "every fit" if d["always"] else "fits with " + ", ".join(d["off"]) + " = 0"
+        parts.append(f"{h}: {', '.join(d['flat'])} in {when}")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------- spread over variants

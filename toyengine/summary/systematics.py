@@ -37,7 +37,9 @@ Mapping onto the result store:
   (+)² + (−)² = value²; the pair marking is ignored under "rms";
 * totals: symmetric ``√Σ value²``; asymmetric ``√Σ (+)²`` and ``√Σ (−)²`` separately;
   ``total_stat`` propagates the chosen candidates' errors (it ignores that a maximum was
-  taken);
+  taken, so it is not the total's error: kept for reference); ``total_error``, the error
+  quoted with the total, is the standard deviation of the bootstrap replicas of the total
+  (below; ``total_stat`` without a bootstrap);
 * the **bootstrap** over toys (the same resampled toy indices for every variant, so the
   pairing and the correlations between variants are kept) recomputes every shift, every
   source's maximum and the total ``n_bootstrap`` times: ``total_bias`` = mean of the
@@ -161,8 +163,14 @@ class SystTable:
         Sources reported separately (``variant_separate``).
     nominal : SystRow or None
         The default model's own ensemble (fit bias), not in the total.
-    total, total_up, total_down, total_stat : dict
+    total, total_up, total_down : dict
         Quadrature sums over :attr:`rows`.
+    total_stat : dict
+        The chosen candidates' statistical errors propagated to the total, as if no maximum
+        had been taken: not the total's error (see ``total_error``).
+    total_error : dict
+        The total's statistical error: the standard deviation of its bootstrap replicas
+        (``total_stat`` where there is no bootstrap).
     total_bias, total_interval : dict
         From the bootstrap over toys (see module doc); empty without one.
     asymmetric : bool
@@ -192,6 +200,8 @@ class SystTable:
     total_bias: dict[str, float] = field(default_factory=dict)
     total_interval: dict[str, tuple[float, float]] = field(default_factory=dict)
     n_bootstrap: int = 0
+    #: the total's statistical error: bootstrap spread (``total_stat`` without a bootstrap)
+    total_error: dict[str, float] = field(default_factory=dict)
     #: (variant, same_as) pairs with identical generator densities
     degenerate: tuple[tuple[str, str], ...] = ()
     #: what the alternative generators were fitted to before generating ("" if not)
@@ -337,7 +347,7 @@ class SystTable:
                 self.total[p],
                 self.total_up[p],
                 self.total_down[p],
-                self.total_stat[p],
+                self.total_error.get(p, self.total_stat[p]),
                 asym,
                 show_stat,
                 digits,
@@ -384,7 +394,8 @@ class SystTable:
         if self.total_interval:
             notes.append(
                 f"bootstrap over toys ({self.n_bootstrap} replicas, same toys for every "
-                "variant): basic 68 % interval, corrects the bias of taking maxima; bias = "
+                "variant): the total's ± is the replicas' standard deviation; basic 68 % "
+                "interval, corrects the bias of taking maxima; bias = "
                 + ", ".join(f"{p} {fmt_num(self.total_bias[p] * self.scale.get(p, 1.0), 2)}"
                             for p in self.params) + ".")
         if self.reference_fit:
@@ -443,7 +454,7 @@ class SystTable:
                 self.total[p] * k(p),
                 self.total_up[p] * k(p),
                 self.total_down[p] * k(p),
-                self.total_stat[p] * k(p),
+                self.total_error.get(p, self.total_stat[p]) * k(p),
                 math.nan,
                 "",
                 "",
@@ -874,6 +885,7 @@ def systematic_table(
     total = {p: _quad(rows, "value", p) for p in params}
     total_bias: dict[str, float] = {}
     total_interval: dict[str, tuple[float, float]] = {}
+    total_error: dict[str, float] = {}
     if n_bootstrap > 0 and rows:
         members_of = {r.source: [s for s in shifts if s.group == r.source] for r in rows}
         rule_of = {r.source: rules.get(r.source, default_rule) for r in rows}
@@ -888,6 +900,8 @@ def systematic_table(
                 continue
             q_lo, q_hi = np.quantile(r_p, [0.5 - _HALF_68, 0.5 + _HALF_68])
             total_bias[p] = float(r_p.mean() - t)
+            if r_p.size > 1:
+                total_error[p] = float(np.std(r_p, ddof=1))
             total_interval[p] = (float(max(2 * t - q_hi, 0.0)), float(max(2 * t - q_lo, 0.0)))
     total_stat = {}
     for p in params:
@@ -899,6 +913,7 @@ def systematic_table(
         total_stat[p] = (
             math.sqrt(sum(x * x for x in num)) / total[p] if num and total[p] > 0 else math.nan
         )
+        total_error.setdefault(p, total_stat[p])
     return SystTable(
         params=tuple(params),
         hypothesis=hyp,
@@ -917,6 +932,7 @@ def systematic_table(
         total_bias=total_bias,
         total_interval=total_interval,
         n_bootstrap=int(n_bootstrap) if total_interval else 0,
+        total_error=total_error,
         degenerate=tuple(same_as.items()),
         reference_fit=str(ds.attrs.get("reference_fit", "") or ""),
     )

@@ -100,7 +100,7 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     chunks, done = info.chunks(), info.done(problems)
     toys_done = sum(c.size for c in chunks if done[c.index])
     total = sum(c.size for c in chunks)
-    ds = open_results(info.loc)
+    ds = open_results(info.loc, allow_incomplete=True)
     status = ds["status"].values
     ran = status != FitStatus.NOT_RUN
     failed = int(np.sum(ran & (status != FitStatus.VALID)))
@@ -172,19 +172,37 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from ..store import StoreInfo, unmark, verify_store
     from ..store.lease import Lease
+    from ..store.location import Location
+    from ..store.results import check_metadata, repair_store
 
-    info = StoreInfo(args.store, storage_options=_storage_options(args))
-    with Lease(info.loc, progress=sys.stderr):
-        info = StoreInfo(info.loc)
-        problems = verify_store(info)
-        unmark(info, problems)
+    loc = Location.of(args.store, _storage_options(args))
+    if args.repair:
+        with Lease(loc, progress=sys.stderr):
+            actions, metadata, problems = repair_store(loc)
+        for line in actions:
+            print(f"repaired: {line}")
+    else:
+        info = StoreInfo(loc)
+        with Lease(info.loc, progress=sys.stderr):
+            info = StoreInfo(info.loc)
+            metadata = check_metadata(info)
+            problems = verify_store(info)
+            unmark(info, problems)
+    info = StoreInfo(loc)
     n_done = int(info.done().sum())
+    for line in metadata:
+        print(f"damaged metadata: {line}")
     for p in problems:
         print(f"damaged, marked not done: {p.describe(info.variant_names)}")
+    todo = []
+    if metadata:
+        todo.append(f"run `toyengine verify --repair {args.store}`")
+    if problems or n_done < info.n_chunks:
+        todo.append("run `toyengine run` again to compute the chunks not done")
     print(f"verified {n_done + len(problems)} done chunk(s) of {info.n_chunks}: "
-          f"{len(problems)} missing or corrupt"
-          + ("; run `toyengine run` again to recompute them" if problems else ""))
-    return 1 if problems else 0
+          f"{len(problems)} missing or corrupt, {len(metadata)} damaged metadata object(s)"
+          + (f"; {' and '.join(todo)}" if todo else ""))
+    return 1 if problems or metadata else 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -206,7 +224,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     opts = _storage_options(args)
     with _reading(args.store, opts):
-        print(write_report(args.store, args.output, storage_options=opts))
+        out = write_report(args.store, args.output, storage_options=opts,
+                           allow_incomplete=args.allow_incomplete)
+    first = out.read_text(encoding="utf-8").split("\n", 1)[0]
+    if first.startswith("<!-- INCOMPLETE STORE: "):  # flagged first, as by summary
+        import html
+
+        what = html.unescape(first.removeprefix("<!-- INCOMPLETE STORE: ")[:-4])
+        print(f"INCOMPLETE STORE (read with --allow-incomplete): {what}")
+    print(out)
     return 0
 
 
@@ -215,8 +241,20 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
     opts = _storage_options(args)
     with _reading(args.store, opts):
-        ds = open_results(args.store, opts)
+        ds = open_results(args.store, opts, allow_incomplete=args.allow_incomplete)
         return _summary(ds, args)
+
+
+def _incomplete_line(ds: Any, fmt: str = "text") -> str:
+    """The first line of a reader's output for a store read with --allow-incomplete."""
+    what = ds.attrs.get("incomplete")
+    if not what:
+        return ""
+    text = f"INCOMPLETE STORE (read with --allow-incomplete): {what}"
+    lead = {"latex": "% ", "csv": "# "}.get(fmt, "")
+    if fmt == "html":
+        return f"<!-- {text} -->\n"
+    return f"{lead}{text}\n"
 
 
 def _summary(ds: Any, args: argparse.Namespace) -> int:
@@ -226,17 +264,25 @@ def _summary(ds: Any, args: argparse.Namespace) -> int:
 
     sections = [x for item in args.section or () for x in item.split(",") if x] or None
     out = Path(args.output) if args.output else None
+    flag = _incomplete_line(ds, args.format)
     if args.format == "csv" and out is not None:
         tables = summary_tables(ds, sections)
         if len(tables) > 1 or out.is_dir() or str(args.output).endswith("/"):
             # one tidy CSV per table: DIRECTORY/<table name>.csv
             out.mkdir(parents=True, exist_ok=True)
+            if flag:
+                print(_incomplete_line(ds), end="")
             for t in tables:
                 path = out / f"{t.name}.csv"
-                path.write_text(t.to_csv(), encoding="utf-8")
+                path.write_text(flag + t.to_csv(), encoding="utf-8")
                 print(path)
             return 0
     text = render_summary(ds, args.format, sections=sections)
+    if flag and args.format == "json":
+        text = json.dumps({"incomplete": ds.attrs["incomplete"], **json.loads(text)},
+                          indent=2) + "\n"
+    elif flag:
+        text = flag + text
     if out is None:
         sys.stdout.write(text)
     else:
@@ -257,7 +303,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         default = str(args.store).rstrip("/") + "_plots"
     outdir = Path(args.outdir or default)
     with _reading(args.store, _storage_options(args)):
-        for p in write_plots(open_results(args.store, _storage_options(args)), outdir):
+        ds = open_results(args.store, _storage_options(args),
+                          allow_incomplete=args.allow_incomplete)
+        print(_incomplete_line(ds), end="")
+        for p in write_plots(ds, outdir):
             print(p)
     return 0
 
@@ -326,6 +375,12 @@ def _cmd_data(args: argparse.Namespace) -> int:
     from ..study.spec import load_spec
 
     src = Path(args.source)
+    if src.is_dir():
+        from ..store.results import StoreInfo, require_complete
+
+        chk = require_complete(StoreInfo(src), args.allow_incomplete)
+        if not chk.complete:
+            print(f"INCOMPLETE STORE (read with --allow-incomplete): {chk.ranges()}")
     spec = spec_of_store(src) if src.is_dir() else load_spec(src)
     if args.asimov:
         data, weights = asimov_data(spec, args.hypothesis, args.variant)
@@ -439,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "report missing or corrupt ones by toy range and mark them not done, "
                        "so that the next `toyengine run` recomputes them. Exit code 1 if any.")
     v.add_argument("store", help="result store: a path or an fsspec URL")
+    v.add_argument("--repair", action="store_true",
+                   help="first rebuild damaged or lost metadata (zarr.json, state.json, "
+                   "control files) from the study record, the chunks and their markers")
     _add_storage_option(v)
     v.set_defaults(func=_cmd_verify)
 
@@ -458,6 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("-o", "--output", metavar="FILE",
                    help="write to FILE instead of stdout (csv with several tables: a "
                    "directory, one FILE/<table>.csv each)")
+    _add_allow_incomplete(m)
     _add_storage_option(m)
     m.set_defaults(func=_cmd_summary)
 
@@ -475,6 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--variant", type=_int_at_least(0), default=0, help="variant index (default 0)")
     d.add_argument("--out", required=True, help="output .npz (1-D models: array 'x'; "
                    "Dalitz models: the <run>/m2_kpi, <run>/m2_etacpi arrays their loader reads)")
+    _add_allow_incomplete(d)
     d.set_defaults(func=_cmd_data)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of a store",
@@ -485,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", metavar="FILE",
                     help="the HTML file (default: STORE.html next to a local store, "
                     "NAME.html here for a URL)")
+    _add_allow_incomplete(rp)
     _add_storage_option(rp)
     rp.set_defaults(func=_cmd_report)
 
@@ -492,6 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Write the plots of a store as PNG files.")
     pl.add_argument("store", help="result store: a path or an fsspec URL")
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
+    _add_allow_incomplete(pl)
     _add_storage_option(pl)
     pl.set_defaults(func=_cmd_plot)
 
@@ -504,6 +566,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub)
     return p
+
+
+def _add_allow_incomplete(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="read a store with chunks missing, damaged or not yet done (e.g. "
+                   "while its study runs); the first line of the output says which toys "
+                   "are missing (default: refuse such a store)")
 
 
 def _add_storage_option(p: argparse.ArgumentParser) -> None:

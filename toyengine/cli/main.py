@@ -237,12 +237,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from ..store import open_results
+    from ..store.results import open_checked
 
     opts = _storage_options(args)
     with _reading(args.store, opts):
-        ds = open_results(args.store, opts, allow_incomplete=args.allow_incomplete)
-        return _summary(ds, args)
+        ds, verify_unread = open_checked(args.store, opts,
+                                         allow_incomplete=args.allow_incomplete)
+        return _summary(ds, args, verify_unread)
 
 
 def _incomplete_line(ds: Any, fmt: str = "text") -> str:
@@ -257,7 +258,9 @@ def _incomplete_line(ds: Any, fmt: str = "text") -> str:
     return f"{lead}{text}\n"
 
 
-def _summary(ds: Any, args: argparse.Namespace) -> int:
+def _summary(ds: Any, args: argparse.Namespace, verify_unread: Callable[[], None]) -> int:
+    """Compute the summary, verify the objects it did not read, then write it (nothing is
+    written from a damaged store)."""
     from pathlib import Path
 
     from ..summary import render_summary, summary_tables
@@ -267,6 +270,7 @@ def _summary(ds: Any, args: argparse.Namespace) -> int:
     flag = _incomplete_line(ds, args.format)
     if args.format == "csv" and out is not None:
         tables = summary_tables(ds, sections)
+        verify_unread()
         if len(tables) > 1 or out.is_dir() or str(args.output).endswith("/"):
             # one tidy CSV per table: DIRECTORY/<table name>.csv
             out.mkdir(parents=True, exist_ok=True)
@@ -278,6 +282,7 @@ def _summary(ds: Any, args: argparse.Namespace) -> int:
                 print(path)
             return 0
     text = render_summary(ds, args.format, sections=sections)
+    verify_unread()
     if flag and args.format == "json":
         text = json.dumps({"incomplete": ds.attrs["incomplete"], **json.loads(text)},
                           indent=2) + "\n"
@@ -295,7 +300,7 @@ def _summary(ds: Any, args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..store import open_results
+    from ..store.results import open_checked
     from ..summary import write_plots
 
     default = str(args.store).rstrip("/").rsplit("/", 1)[-1] + "_plots"
@@ -303,10 +308,17 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         default = str(args.store).rstrip("/") + "_plots"
     outdir = Path(args.outdir or default)
     with _reading(args.store, _storage_options(args)):
-        ds = open_results(args.store, _storage_options(args),
-                          allow_incomplete=args.allow_incomplete)
+        ds, verify_unread = open_checked(args.store, _storage_options(args),
+                                         allow_incomplete=args.allow_incomplete)
+        written = write_plots(ds, outdir)
+        try:
+            verify_unread()
+        except StoreError:
+            for p in written:  # nothing is left from a damaged store
+                Path(p).unlink(missing_ok=True)
+            raise
         print(_incomplete_line(ds), end="")
-        for p in write_plots(ds, outdir):
+        for p in written:
             print(p)
     return 0
 

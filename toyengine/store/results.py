@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a wo
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "IncompleteStoreError", "StoreCheck", "StoreInfo",
            "check_chunks", "check_metadata", "check_store", "create_store", "extend_store",
-           "open_results", "repair_store", "spec_of_store", "unmark", "verify_store",
+           "open_checked", "open_results", "repair_store", "spec_of_store", "unmark", "verify_store",
            "write_chunk"]
 
 #: format 3: every object checksummed and bound to its key (done markers hold a digest of
@@ -358,8 +358,9 @@ class StoreInfo:
         #: checksum of every object that is not a per-toy chunk (format 3), else None
         self.objects: dict[str, str] | None = objects if isinstance(objects, dict) else None
         if self.objects is not None and self.extending is None:
-            meta = [k for k in self.objects if k.rsplit("/", 1)[-1] == "zarr.json"]
-            bad = _digest_problems(self.loc, meta, self.objects)
+            # every zarr.json and the small arrays (coordinates, truth, reference, chunk
+            # table): small, and everything below relies on them
+            bad = _digest_problems(self.loc, sorted(self.objects), self.objects)
             if bad:
                 raise StoreError(_metadata_message(self.loc, bad))
         try:
@@ -454,9 +455,9 @@ def _no_state_message(loc: Location) -> str:
 
 
 def _metadata_message(loc: Location, bad: Sequence[str]) -> str:
-    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-    return (f"store {loc} is damaged: {bad[0]}{more}; run `toyengine verify --repair {loc}` "
-            "to rebuild it")
+    more = f", and {len(bad) - 4} more" if len(bad) > 4 else ""
+    return (f"store {loc} is damaged: {', '.join(bad[:4])}{more}; run `toyengine verify "
+            f"--repair {loc}` to rebuild it")
 
 
 def _digest_problems(loc: Location, keys: Sequence[str], objects: dict[str, str]
@@ -873,12 +874,18 @@ def _make_checked_store_class() -> type:
             self._url = url
             #: format 3: the checksums cover every object (others are not the store's)
             self._strict = any(not _is_toy_object(k) for k in expected)
+            self._read: set[str] = set()
 
         def _with_store(self, store: Any) -> Any:
             return type(self)(store, self._expected, self._url)
 
         def __reduce__(self) -> Any:
             return (_CheckedStore, (self._store, self._expected, self._url))
+
+        def unread(self) -> list[str]:
+            """The objects with a checksum not read (and so not verified) yet."""
+            return sorted(k for k, (d, _) in self._expected.items()
+                          if d is not None and k not in self._read)
 
         async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
             want = self._expected.get(key)
@@ -897,6 +904,7 @@ def _make_checked_store_class() -> type:
                        f"(damaged, or another chunk's object); run `toyengine verify "
                        f"--repair {self._url}`, then `toyengine run` to recompute it")
                 raise StoreError(msg)
+            self._read.add(key)
             return buf
 
     return CheckedStore
@@ -946,6 +954,16 @@ def open_results(store: str | Path | Location,
     StoreError
         No store, or its metadata are damaged (``toyengine verify --repair``).
     """
+    return open_checked(store, storage_options, allow_incomplete=allow_incomplete)[0]
+
+
+def open_checked(store: str | Path | Location,
+                 storage_options: dict[str, Any] | None = None, *,
+                 allow_incomplete: bool = False) -> tuple[xr.Dataset, Callable[[], None]]:
+    """:func:`open_results`, and a function that verifies every object of the store not
+    read so far (raising :class:`StoreError` for a damaged one). The commands call it after
+    computing their output and before writing it, so that no output comes from a damaged
+    store while every object is read once (objects read on Dask workers are read again)."""
     import xarray as xr
 
     info = StoreInfo(store, storage_options=storage_options)
@@ -953,14 +971,31 @@ def open_results(store: str | Path | Location,
     # dask-backed, out of core: each dask block is a whole number of store chunks along
     # ``toy`` (about READ_BLOCK_TOYS toys), so a reduction streams over the store
     per = max(1, READ_BLOCK_TOYS // info.chunk_size) * info.chunk_size
-    ds = xr.open_zarr(_checked_store(info, chk), consolidated=False, chunks={"toy": per})
+    checked = _checked_store(info, chk)
+    ds = xr.open_zarr(checked, consolidated=False, chunks={"toy": per})
     ds = ds.isel(chunk=slice(0, info.n_chunks))
     rounds = info.loc.read_json(PRECISION_KEY)
     if rounds is not None:  # a precision-targeted run: how many rounds and toys it took
         ds.attrs["precision_rounds"] = json.dumps(rounds, sort_keys=True)
     if not chk.complete:
         ds.attrs["incomplete"] = chk.ranges()
-    return ds.assign(chunk_done=("chunk", chk.done))
+
+    def verify_unread() -> None:
+        keys = checked.unread()
+        for i in range(0, len(keys), 256):
+            got = info.loc.cat(keys[i:i + 256])
+            for key, raw in got.items():
+                digest, where = checked._expected[key]
+                if raw is None or object_digest(key, raw, where) != digest:
+                    what = f" ({where})" if where else ""
+                    msg = (f"store {info.loc} is damaged: {key}{what} "
+                           f"{'is missing' if raw is None else 'fails its checksum'}; run "
+                           f"`toyengine verify --repair {info.loc}`, then `toyengine run` "
+                           "to recompute it")
+                    raise StoreError(msg)
+                checked._read.add(key)
+
+    return ds.assign(chunk_done=("chunk", chk.done)), verify_unread
 
 
 def repair_store(store: str | Path | Location,

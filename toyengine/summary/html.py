@@ -206,7 +206,7 @@ def write_report(store: str | Path, output: str | Path | None = None,
     directory for a URL); return its path. A store with chunks missing, damaged or not
     done is refused (:func:`toyengine.open_results`) unless ``allow_incomplete``: then the
     report's first line (an HTML comment) and a banner say which toys are missing."""
-    from ..store import open_results
+    from ..store.results import open_checked
 
     loc = Location.of(store, storage_options)
     if output:
@@ -216,8 +216,9 @@ def write_report(store: str | Path, output: str | Path | None = None,
         out = root.with_name(root.name + ".html")
     else:
         out = Path(loc.url.rstrip("/").rsplit("/", 1)[-1] + ".html")
-    ds = open_results(loc, allow_incomplete=allow_incomplete)
+    ds, verify_unread = open_checked(loc, allow_incomplete=allow_incomplete)
     text = render_html(ds, loc)
+    verify_unread()  # nothing is written from a damaged store
     if ds.attrs.get("incomplete"):
         what = html.escape(str(ds.attrs["incomplete"]))
         text = f"<!-- INCOMPLETE STORE: {what} -->\n" + text.replace(

@@ -93,14 +93,15 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     import numpy as np
 
     from ..core.fit import FitStatus
-    from ..store import StoreInfo, check_chunks, open_results
+    from ..store import StoreInfo
+    from ..store.results import check_store, open_checked_store
 
     info = StoreInfo(store, storage_options=storage_options)
-    problems = check_chunks(info)
-    chunks, done = info.chunks(), info.done(problems)
+    chk = check_store(info)
+    problems, chunks, done = chk.problems, info.chunks(), chk.done
     toys_done = sum(c.size for c in chunks if done[c.index])
     total = sum(c.size for c in chunks)
-    ds = open_results(info.loc, allow_incomplete=True)
+    ds = open_checked_store(info, chk)[0]
     status = ds["status"].values
     ran = status != FitStatus.NOT_RUN
     failed = int(np.sum(ran & (status != FitStatus.VALID)))

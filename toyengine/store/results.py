@@ -41,7 +41,8 @@ if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a wo
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "IncompleteStoreError", "StoreCheck", "StoreInfo",
            "check_chunks", "check_metadata", "check_store", "create_store", "extend_store",
-           "open_checked", "open_results", "repair_store", "spec_of_store", "unmark", "verify_store",
+           "object_digest", "open_checked", "open_checked_store", "open_results",
+           "repair_store", "require_complete", "spec_of_store", "unmark", "verify_store",
            "write_chunk"]
 
 #: format 3: every object checksummed and bound to its key (done markers hold a digest of
@@ -537,12 +538,15 @@ def store_info(store: str | Path | Location) -> StoreInfo:
     return StoreInfo(store)
 
 
-def check_chunks(info: StoreInfo) -> list[ChunkProblem]:
+def check_chunks(info: StoreInfo,
+                 markers: tuple[dict[int, dict[str, Any]], list[ChunkProblem]] | None = None,
+                 ) -> list[ChunkProblem]:
     """Cheap integrity check of the done markers and of every chunk they mark done: each
     marker is readable, passes its checksum and describes its chunk; each of the chunk's
     objects exists and has the size its marker recorded (one listing per array; no chunk
-    data are read)."""
-    markers, problems = info.read_markers()
+    data are read). ``markers``: :meth:`StoreInfo.read_markers`, if already read."""
+    markers, problems = markers if markers is not None else info.read_markers()
+    problems = list(problems)
     if not markers:
         return problems
     listed = {name: info.loc.sizes(f"{name}/c") for name in info.toy_vars}
@@ -635,6 +639,8 @@ class StoreCheck:
     problems: tuple[ChunkProblem, ...]
     not_done: tuple[Chunk, ...]
     variant_names: tuple[str, ...]
+    #: the valid done markers (chunk index → record)
+    markers: dict[int, dict[str, Any]]
 
     @property
     def complete(self) -> bool:
@@ -694,11 +700,14 @@ def check_store(info: StoreInfo) -> StoreCheck:
     bad = check_metadata(info)
     if bad:
         raise StoreError(_metadata_message(info.loc, bad))
-    problems = tuple(check_chunks(info))
-    done = info.done(problems)
-    not_done = tuple(c for c in info.chunks() if not done[c.index]
-                     and c.index not in {p.chunk.index for p in problems})
-    return StoreCheck(info.loc, done, problems, not_done, info.variant_names)
+    markers = info.read_markers()  # read once
+    problems = tuple(check_chunks(info, markers))
+    bad = {p.chunk.index for p in problems}
+    done = np.zeros(info.n_chunks, dtype=bool)
+    for i in markers[0]:
+        done[i] = i not in bad
+    not_done = tuple(c for c in info.chunks() if not done[c.index] and c.index not in bad)
+    return StoreCheck(info.loc, done, problems, not_done, info.variant_names, markers[0])
 
 
 def require_complete(info: StoreInfo, allow_incomplete: bool = False) -> StoreCheck:
@@ -852,7 +861,7 @@ def _checked_store(info: StoreInfo, chk: StoreCheck) -> Any:
         expected.update({k: (d, "") for k, d in info.objects.items()})
     bad = {p.chunk.index for p in chk.problems}
     chunks = info.chunks()
-    for idx, rec in info.markers().items():
+    for idx, rec in chk.markers.items():
         if idx in bad or not chk.done[idx]:
             continue
         c = chunks[idx]
@@ -870,6 +879,7 @@ def _make_checked_store_class() -> type:
         def __init__(self, store: Any, expected: dict[str, tuple[str | None, str]],
                      url: str) -> None:
             super().__init__(store)
+            self._inner = store
             self._expected = expected
             self._url = url
             #: format 3: the checksums cover every object (others are not the store's)
@@ -880,7 +890,7 @@ def _make_checked_store_class() -> type:
             return type(self)(store, self._expected, self._url)
 
         def __reduce__(self) -> Any:
-            return (_CheckedStore, (self._store, self._expected, self._url))
+            return (_CheckedStore, (self._inner, self._expected, self._url))
 
         def unread(self) -> list[str]:
             """The objects with a checksum not read (and so not verified) yet."""
@@ -891,7 +901,7 @@ def _make_checked_store_class() -> type:
             want = self._expected.get(key)
             if want is None and (_is_toy_object(key) or (self._strict and "/c/" in key)):
                 return None  # not done, or not an object of the store: not written
-            buf = await self._store.get(key, prototype, byte_range)
+            buf = await self._inner.get(key, prototype, byte_range)
             if want is None or want[0] is None or byte_range is not None:
                 return buf
             if buf is None:
@@ -964,10 +974,15 @@ def open_checked(store: str | Path | Location,
     read so far (raising :class:`StoreError` for a damaged one). The commands call it after
     computing their output and before writing it, so that no output comes from a damaged
     store while every object is read once (objects read on Dask workers are read again)."""
+    info = StoreInfo(store, storage_options=storage_options)
+    return open_checked_store(info, require_complete(info, allow_incomplete))
+
+
+def open_checked_store(info: StoreInfo, chk: StoreCheck
+                       ) -> tuple[xr.Dataset, Callable[[], None]]:
+    """:func:`open_checked` of a store already checked (``chk``: :func:`check_store`)."""
     import xarray as xr
 
-    info = StoreInfo(store, storage_options=storage_options)
-    chk = require_complete(info, allow_incomplete)
     # dask-backed, out of core: each dask block is a whole number of store chunks along
     # ``toy`` (about READ_BLOCK_TOYS toys), so a reduction streams over the store
     per = max(1, READ_BLOCK_TOYS // info.chunk_size) * info.chunk_size

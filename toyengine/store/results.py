@@ -505,16 +505,12 @@ def spec_of_store(path: str | Path | Location) -> StudySpec:
     """The study that made the store at ``path`` (its YAML text, root seed and, for
     relative input files, the study file's directory recorded at creation)."""
     info = StoreInfo(path)
-    return _spec_of_attrs(info.attrs, info.toys, str(path))
-
-
-def _spec_of_attrs(attrs: dict[str, Any], toys: int, where: str) -> StudySpec:
-    text = str(attrs.get("study_yaml", ""))
-    base = str(attrs.get("study_dir", "."))
-    spec = StudySpec.from_text(text, f"{where} (study_yaml)", base)
-    spec = spec.with_overrides(toys=toys, seed=int(attrs["root_seed"]))
-    if spec.digest != attrs.get("spec_digest"):
-        msg = f"{where}: the stored study text does not reproduce the store's digest"
+    text = str(info.attrs.get("study_yaml", ""))
+    base = str(info.attrs.get("study_dir", "."))
+    spec = StudySpec.from_text(text, f"{path} (study_yaml)", base)
+    spec = spec.with_overrides(toys=info.toys, seed=int(info.attrs["root_seed"]))
+    if spec.digest != info.attrs.get("spec_digest"):
+        msg = f"{path}: the stored study text does not reproduce the store's digest"
         raise StoreError(msg)
     return spec
 
@@ -1111,6 +1107,19 @@ def repair_store(store: str | Path | Location,
     problems = verify_store(info)
     unmark(info, problems)
     return actions, metadata, problems
+
+
+def _spec_of_attrs(attrs: dict[str, Any], toys: int, where: str) -> StudySpec:
+    """The study of a store's root attributes (as :func:`spec_of_store`, for a store
+    whose metadata are being repaired)."""
+    text = str(attrs.get("study_yaml", ""))
+    base = str(attrs.get("study_dir", "."))
+    spec = StudySpec.from_text(text, f"{where} (study_yaml)", base)
+    spec = spec.with_overrides(toys=toys, seed=int(attrs["root_seed"]))
+    if spec.digest != attrs.get("spec_digest"):
+        msg = f"{where}: the stored study text does not reproduce the store's digest"
+        raise StoreError(msg)
+    return spec
 
 
 def _root_attrs(loc: Location, objects: dict[str, str] | None) -> dict[str, Any] | None:

@@ -391,7 +391,8 @@ def test_corrupt_chunk_names_store_and_chunk(tmp_path, cli):
     chunk = store / "value" / "c" / "0" / "0" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[:10])
     res = cli("summary", store)
-    _one_line(res, 2, f"store {store} is damaged: chunk value/c/0/0/0/0 cannot be read")
+    _one_line(res, 2, f"store {store} is incomplete: 1 chunk(s) damaged (variant nominal "
+                      "toys 0-0: value/c/0/0/0/0 has 10 bytes")
 
 
 def test_sigint_during_a_run_prints_the_saved_toys_line(tmp_path):

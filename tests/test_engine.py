@@ -16,7 +16,7 @@ import zarr
 
 from toyengine import load_spec, open_results, run_study
 from toyengine.errors import StoreError
-from toyengine.store import StoreInfo
+from toyengine.store import FORMAT_VERSION, StoreInfo
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk
 
@@ -61,7 +61,7 @@ def test_store_opens_with_plain_xarray_and_has_no_object_data(reference_store):
     assert set(ds.dims) == {"variant", "toy", "hypothesis", "param", "chunk"}
     assert ds["value"].dims == ("variant", "toy", "hypothesis", "param")
     assert list(ds["param"].values[:4]) == ["n_sig", "delta_m", "gamma", "n_bkg"]
-    assert ds.attrs["format_version"] == 2 and ds.attrs["root_seed"] == 7
+    assert ds.attrs["format_version"] == FORMAT_VERSION and ds.attrs["root_seed"] == 7
     assert "builder: tcc" in ds.attrs["study_yaml"]
     assert bool(open_results(reference_store)["chunk_done"].all())
     assert bool((ds["status"] == 1).all())

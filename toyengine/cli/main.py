@@ -95,14 +95,15 @@ def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     import numpy as np
 
     from ..core.fit import FitStatus
-    from ..store import StoreInfo, check_chunks, open_results
+    from ..store import StoreInfo
+    from ..store.results import check_store, open_checked_store
 
     info = StoreInfo(store, storage_options=storage_options)
-    problems = check_chunks(info)
-    chunks, done = info.chunks(), info.done(problems)
+    chk = check_store(info)
+    problems, chunks, done = chk.problems, info.chunks(), chk.done
     toys_done = sum(c.size for c in chunks if done[c.index])
     total = sum(c.size for c in chunks)
-    ds = open_results(info.loc)
+    ds = open_checked_store(info, chk)[0]
     status = ds["status"].values
     ran = status != FitStatus.NOT_RUN
     failed = int(np.sum(ran & (status != FitStatus.VALID)))
@@ -177,19 +178,37 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from ..store import StoreInfo, unmark, verify_store
     from ..store.lease import Lease
+    from ..store.location import Location
+    from ..store.results import check_metadata, repair_store
 
-    info = StoreInfo(args.store, storage_options=_storage_options(args))
-    with Lease(info.loc, progress=sys.stderr):
-        info = StoreInfo(info.loc)
-        problems = verify_store(info)
-        unmark(info, problems)
+    loc = Location.of(args.store, _storage_options(args))
+    if args.repair:
+        with Lease(loc, progress=sys.stderr):
+            actions, metadata, problems = repair_store(loc)
+        for line in actions:
+            print(f"repaired: {line}")
+    else:
+        info = StoreInfo(loc)
+        with Lease(info.loc, progress=sys.stderr):
+            info = StoreInfo(info.loc)
+            metadata = check_metadata(info)
+            problems = verify_store(info)
+            unmark(info, problems)
+    info = StoreInfo(loc)
     n_done = int(info.done().sum())
+    for line in metadata:
+        print(f"damaged metadata: {line}")
     for p in problems:
         print(f"damaged, marked not done: {p.describe(info.variant_names)}")
+    todo = []
+    if metadata:
+        todo.append(f"run `toyengine verify --repair {args.store}`")
+    if problems or n_done < info.n_chunks:
+        todo.append("run `toyengine run` again to compute the chunks not done")
     print(f"verified {n_done + len(problems)} done chunk(s) of {info.n_chunks}: "
-          f"{len(problems)} missing or corrupt"
-          + ("; run `toyengine run` again to recompute them" if problems else ""))
-    return 1 if problems else 0
+          f"{len(problems)} missing or corrupt, {len(metadata)} damaged metadata object(s)"
+          + (f"; {' and '.join(todo)}" if todo else ""))
+    return 1 if problems or metadata else 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -217,37 +236,70 @@ def _cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(msg)
     opts = _storage_options(args)
     with _reading(args.store, opts):
-        print(write_report(args.store, args.output, storage_options=opts))
+        out = write_report(args.store, args.output, storage_options=opts,
+                           allow_incomplete=args.allow_incomplete)
+    first = out.read_text(encoding="utf-8").split("\n", 1)[0]
+    if first.startswith("<!-- INCOMPLETE STORE: "):  # flagged first, as by summary
+        import html
+
+        what = html.unescape(first.removeprefix("<!-- INCOMPLETE STORE: ")[:-4])
+        print(f"INCOMPLETE STORE (read with --allow-incomplete): {what}")
+    print(out)
     return 0
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from ..store import open_results
+    from ..store.results import open_checked
 
     opts = _storage_options(args)
     with _reading(args.store, opts):
-        ds = open_results(args.store, opts)
-        return _summary(ds, args)
+        ds, verify_unread = open_checked(args.store, opts,
+                                         allow_incomplete=args.allow_incomplete)
+        return _summary(ds, args, verify_unread)
 
 
-def _summary(ds: Any, args: argparse.Namespace) -> int:
+def _incomplete_line(ds: Any, fmt: str = "text") -> str:
+    """The first line of a reader's output for a store read with --allow-incomplete."""
+    what = ds.attrs.get("incomplete")
+    if not what:
+        return ""
+    text = f"INCOMPLETE STORE (read with --allow-incomplete): {what}"
+    lead = {"latex": "% ", "csv": "# "}.get(fmt, "")
+    if fmt == "html":
+        return f"<!-- {text} -->\n"
+    return f"{lead}{text}\n"
+
+
+def _summary(ds: Any, args: argparse.Namespace, verify_unread: Callable[[], None]) -> int:
+    """Compute the summary, verify the objects it did not read, then write it (nothing is
+    written from a damaged store)."""
     from pathlib import Path
 
     from ..summary import render_summary, summary_tables
 
     sections = [x for item in args.section or () for x in item.split(",") if x] or None
     out = Path(args.output) if args.output else None
+    flag = _incomplete_line(ds, args.format)
     if args.format == "csv" and out is not None:
         tables = summary_tables(ds, sections)
+        verify_unread()
         if len(tables) > 1 or out.is_dir() or str(args.output).endswith("/"):
             # one tidy CSV per table: DIRECTORY/<table name>.csv
             out.mkdir(parents=True, exist_ok=True)
+            if flag:
+                print(_incomplete_line(ds), end="")
             for t in tables:
                 path = out / f"{t.name}.csv"
-                path.write_text(t.to_csv(), encoding="utf-8")
+                path.write_text(flag + t.to_csv(), encoding="utf-8")
                 print(path)
             return 0
     text = render_summary(ds, args.format, sections=sections, max_failed=args.max_failed)
+    verify_unread()
+    if flag and args.format == "json":
+        text = json.dumps({"incomplete": ds.attrs["incomplete"], **json.loads(text)},
+                          indent=2) + "\n"
+    elif flag:
+        text = flag + text
     if out is None:
         sys.stdout.write(text)
     else:
@@ -260,7 +312,7 @@ def _summary(ds: Any, args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..store import open_results
+    from ..store.results import open_checked
     from ..summary import write_plots
 
     default = str(args.store).rstrip("/").rsplit("/", 1)[-1] + "_plots"
@@ -268,7 +320,17 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         default = str(args.store).rstrip("/") + "_plots"
     outdir = Path(args.outdir or default)
     with _reading(args.store, _storage_options(args)):
-        for p in write_plots(open_results(args.store, _storage_options(args)), outdir):
+        ds, verify_unread = open_checked(args.store, _storage_options(args),
+                                         allow_incomplete=args.allow_incomplete)
+        written = write_plots(ds, outdir)
+        try:
+            verify_unread()
+        except StoreError:
+            for p in written:  # nothing is left from a damaged store
+                Path(p).unlink(missing_ok=True)
+            raise
+        print(_incomplete_line(ds), end="")
+        for p in written:
             print(p)
     return 0
 
@@ -337,6 +399,12 @@ def _cmd_data(args: argparse.Namespace) -> int:
     from ..study.spec import load_spec
 
     src = Path(args.source)
+    if src.is_dir():
+        from ..store.results import StoreInfo, require_complete
+
+        chk = require_complete(StoreInfo(src), args.allow_incomplete)
+        if not chk.complete:
+            print(f"INCOMPLETE STORE (read with --allow-incomplete): {chk.ranges()}")
     spec = spec_of_store(src) if src.is_dir() else load_spec(src)
     if args.asimov:
         data, weights = asimov_data(spec, args.hypothesis, args.variant)
@@ -452,6 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "report missing or corrupt ones by toy range and mark them not done, "
                        "so that the next `toyengine run` recomputes them. Exit code 1 if any.")
     v.add_argument("store", help="result store: a path or an fsspec URL")
+    v.add_argument("--repair", action="store_true",
+                   help="first rebuild damaged or lost metadata (zarr.json, state.json, "
+                   "control files) from the study record, the chunks and their markers")
     _add_storage_option(v)
     v.set_defaults(func=_cmd_verify)
 
@@ -474,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--max-failed", type=_fraction, default=0.05, metavar="FRACTION",
                    help="failed-fit fraction above which the first line (JSON: warning) "
                    "says the numbers rest on the converged fits only (default 0.05)")
+    _add_allow_incomplete(m)
     _add_storage_option(m)
     m.set_defaults(func=_cmd_summary)
 
@@ -492,6 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", required=True, help="output .npz (1-D models: array 'x'; "
                    "Dalitz models: the <run>/m2_kpi, <run>/m2_etacpi arrays their loader reads)")
     add_plugin_option(d)
+    _add_allow_incomplete(d)
     d.set_defaults(func=_cmd_data)
 
     rp = sub.add_parser("report", help="one self-contained HTML report of a store",
@@ -502,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("-o", "--output", metavar="FILE",
                     help="the HTML file (default: STORE.html next to a local store, "
                     "NAME.html here for a URL)")
+    _add_allow_incomplete(rp)
     _add_storage_option(rp)
     rp.set_defaults(func=_cmd_report)
 
@@ -509,6 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Write the plots of a store as PNG files.")
     pl.add_argument("store", help="result store: a path or an fsspec URL")
     pl.add_argument("--outdir", help="directory for the PNGs (default: STORE_plots)")
+    _add_allow_incomplete(pl)
     _add_storage_option(pl)
     pl.set_defaults(func=_cmd_plot)
 
@@ -539,6 +614,13 @@ def add_plugin_option(p: argparse.ArgumentParser) -> None:
                    "to be imported and run (repeatable); a study file cannot allow code by "
                    "itself. Permanent: toyengine.plugins.allow in your Dask config "
                    "(docs/security.md)")
+
+
+def _add_allow_incomplete(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="read a store with chunks missing, damaged or not yet done (e.g. "
+                   "while its study runs); the first line of the output says which toys "
+                   "are missing (default: refuse such a store)")
 
 
 def _add_storage_option(p: argparse.ArgumentParser) -> None:

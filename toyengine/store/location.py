@@ -207,6 +207,18 @@ class Location:
         else:
             self.fs.pipe_file(self.path(key), data)
 
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """Write ``data`` at ``key`` atomically (as :meth:`write_json`)."""
+        if self.is_local:
+            path, tmp = self._local_temporary(key, data)
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+                raise
+        else:
+            self.fs.pipe_file(self.path(key), data)
+
     def create_json(self, key: str, obj: Any) -> bool:
         """Write ``obj`` at ``key`` only if nothing is there; True if this call wrote it.
         Local: a hard link of a complete temporary file (atomic, exclusive). Object

@@ -199,11 +199,14 @@ def render_html(ds: xr.Dataset, store: str | Path | Location | None = None) -> s
 
 
 def write_report(store: str | Path, output: str | Path | None = None,
-                 storage_options: dict[str, Any] | None = None) -> Path:
+                 storage_options: dict[str, Any] | None = None, *,
+                 allow_incomplete: bool = False) -> Path:
     """Write the HTML report of the store at ``store`` (a path or an fsspec URL) to
     ``output`` (default ``STORE.html`` next to a local store, ``NAME.html`` in the working
-    directory for a URL); return its path."""
-    from ..store import open_results
+    directory for a URL); return its path. A store with chunks missing, damaged or not
+    done is refused (:func:`toyengine.open_results`) unless ``allow_incomplete``: then the
+    report's first line (an HTML comment) and a banner say which toys are missing."""
+    from ..store.results import open_checked
 
     loc = Location.of(store, storage_options)
     if output:
@@ -213,7 +216,14 @@ def write_report(store: str | Path, output: str | Path | None = None,
         out = root.with_name(root.name + ".html")
     else:
         out = Path(loc.url.rstrip("/").rsplit("/", 1)[-1] + ".html")
-    text = render_html(open_results(loc), loc)
+    ds, verify_unread = open_checked(loc, allow_incomplete=allow_incomplete)
+    text = render_html(ds, loc)
+    verify_unread()  # nothing is written from a damaged store
+    if ds.attrs.get("incomplete"):
+        what = html.escape(str(ds.attrs["incomplete"]))
+        text = f"<!-- INCOMPLETE STORE: {what} -->\n" + text.replace(
+            "<body>", f"<body>\n<p><strong>INCOMPLETE STORE (read with "
+            f"--allow-incomplete): {what}</strong></p>", 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return out

@@ -26,12 +26,12 @@ import numpy as np
 import zarr
 
 from .._version import __version__
-from ..errors import StoreError
+from ..errors import LeaseLost, StoreError
 from ..study.plan import Chunk, Plan, plan_chunks
 from ..study.recipe import ChunkResult
 from ..study.schema import RECORD_FIELDS, field
 from ..study.spec import StudySpec
-from .lease import LEASE_KEY
+from .lease import LEASE_PREFIX, Fence
 from .location import Location
 
 if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a worker that
@@ -228,7 +228,8 @@ def _clear_interrupted_creation(loc: Location) -> None:
             continue
         fs.rm(entry, recursive=True)
     for key in keys:
-        if key.startswith("_toyengine/") and key not in (LEASE_KEY, CREATING_KEY) \
+        if key.startswith("_toyengine/") and key != CREATING_KEY \
+                and not key.startswith(f"{LEASE_PREFIX}/") \
                 and not key.rsplit("/", 1)[-1].startswith("."):
             loc.delete(key)
 
@@ -374,6 +375,10 @@ def check_chunks(info: StoreInfo) -> list[ChunkProblem]:
     for idx in sorted(markers):
         c = chunks[idx]
         sizes = markers[idx]["sizes"]
+        stale = _stale_marker(markers[idx], c)
+        if stale:
+            problems.append(ChunkProblem(c, stale))
+            continue
         bad = []
         for name in info.toy_vars:
             key = chunk_key(name, c, info.chunk_size)
@@ -385,6 +390,19 @@ def check_chunks(info: StoreInfo) -> list[ChunkProblem]:
         if bad:
             problems.append(ChunkProblem(c, "; ".join(bad)))
     return problems
+
+
+def _stale_marker(rec: dict[str, Any], c: Chunk) -> str:
+    """Why done marker ``rec`` does not vouch for chunk ``c`` as the chunk table has it
+    (empty if it does): a marker written for other toys — by a run that planned the chunk
+    before an extension grew it, and lost its lease — is stale."""
+    got = (rec.get("variant"), rec.get("start"), rec.get("stop"))
+    if got == (c.variant, c.start, c.stop):
+        return ""
+    epoch = f", lease epoch {rec['epoch']}" if rec.get("epoch") is not None else ""
+    return (f"done marker is stale: written for variant {got[0]} toys {got[1]}-"
+            f"{(got[2] or 0) - 1} (a run of {rec.get('toys', '?')} toys{epoch}), the chunk "
+            f"now holds toys {c.start}-{c.stop - 1}")
 
 
 def verify_store(info: StoreInfo) -> list[ChunkProblem]:
@@ -512,20 +530,47 @@ def _writable_arrays(loc: Location, toys: int, chunk_size: int) -> dict[str, Any
 
 
 def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
-                chunk_size: int) -> None:
+                chunk_size: int, fence: Fence | None = None) -> None:
     """Write one chunk's arrays into its region, then its done marker (with the sizes of
-    the objects written, which ``status`` and ``run`` check)."""
+    the objects written, which ``status`` and ``run`` check, the store's toy count the
+    chunk was planned for and the lease epoch of the run).
+
+    With ``fence`` (the lease of the run, :class:`~toyengine.store.lease.Fence`), nothing
+    is written unless the run still holds the store's lease, checked before the arrays,
+    before the marker and after it; a run that lost it gets
+    :class:`~toyengine.errors.LeaseLost`, and a marker it wrote meanwhile is withdrawn.
+    A partial last chunk (the only kind an extension reopens and grows) whose arrays were
+    written just before the loss is marked not done: the new holder may have grown it.
+    """
     loc = Location.of(store)
     c = result.chunk
+    if fence is not None:
+        fence.check()
     arrays = _writable_arrays(loc, toys, chunk_size)
     for name, arr in arrays.items():
         arr[c.variant, c.start:c.stop] = result.arrays[name]
     keys = [chunk_key(name, c, chunk_size) for name in arrays]
     fs = loc.fs
     sizes = {name: int(fs.size(loc.path(k))) for name, k in zip(arrays, keys, strict=True)}
-    loc.write_json(marker_key(c.index), {"chunk": c.index, "variant": c.variant,
-                                         "start": c.start, "stop": c.stop, "sizes": sizes,
-                                         "failed": result.n_failed})
+    record = {"chunk": c.index, "variant": c.variant, "start": c.start, "stop": c.stop,
+              "sizes": sizes, "failed": result.n_failed, "toys": int(toys),
+              "epoch": None if fence is None else fence.epoch}
+    if fence is None:
+        loc.write_json(marker_key(c.index), record)
+        return
+    try:
+        fence.check()
+    except LeaseLost:
+        if c.stop % chunk_size:
+            loc.delete(marker_key(c.index))
+        raise
+    loc.write_json(marker_key(c.index), record)
+    try:
+        fence.check()
+    except LeaseLost:
+        if loc.read_json(marker_key(c.index)) == record:
+            loc.delete(marker_key(c.index))
+        raise
 
 
 def open_results(store: str | Path | Location,

@@ -6,13 +6,33 @@ expired lease, over and over; in every trial exactly one of them may hold it.
 """
 
 import multiprocessing
+import shutil
+import threading
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
+import xarray as xr
 
-from toyengine.errors import StoreError
-from toyengine.store.lease import Lease
+from toyengine import load_spec, run_study
+from toyengine.errors import LeaseLost, StoreError
+from toyengine.run import runner
+from toyengine.store import StoreInfo, check_chunks
+from toyengine.store import results as store_mod
+from toyengine.store.lease import Lease, current_epoch, lease_key
 from toyengine.store.location import Location
+from toyengine.study.plan import Chunk, Plan
+from toyengine.study.recipe import run_chunk
+
+ROOT = Path(__file__).parent.parent
+HELLO = ROOT / "studies" / "examples" / "hello.yaml"
+COMPARED = ["value", "error", "nll", "valid", "edm", "nfcn", "status", "gof", "n_events",
+            "truth", "reference", "chunk_variant", "chunk_start", "chunk_stop", "toy"]
+#: run A holds a store of A_TOYS toys in chunks of CHUNK (its last chunk, 90-96, partial);
+#: run B extends it to B_TOYS, which reopens that chunk as 90-99
+A_TOYS, B_TOYS, CHUNK = 97, 133, 10
+TTL = 1.0
 
 RACE_TRIALS = 500
 RACE_PROCESSES = 3
@@ -79,5 +99,187 @@ def test_take_over_of_an_expired_lease_has_one_winner(tmp_path):
     assert all(p.exitcode == 0 for p in procs)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    pytest.main([__file__, "-q"])
+def assert_same_store(a, b):
+    da, db = xr.open_zarr(a, consolidated=False), xr.open_zarr(b, consolidated=False)
+    assert dict(da.sizes) == dict(db.sizes)
+    for v in COMPARED:
+        np.testing.assert_array_equal(da[v].values, db[v].values, err_msg=v)
+    assert da.attrs == db.attrs
+    ia, ib = StoreInfo(a), StoreInfo(b)
+    assert ia.done().all() and ib.done().all()
+    assert check_chunks(ia) == [] and ia.state == ib.state
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(HELLO)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, spec, client):
+    """An uninterrupted run of B_TOYS toys, and a finished store of A_TOYS toys."""
+    base = tmp_path_factory.mktemp("lease")
+    ref, small = base / "ref.zarr", base / "small.zarr"
+    assert run_study(spec.with_overrides(toys=B_TOYS), ref, client=client, chunk_size=CHUNK,
+                     progress=None).complete
+    assert run_study(spec.with_overrides(toys=A_TOYS), small, client=client,
+                     chunk_size=CHUNK, progress=None).complete
+    return ref, small
+
+
+@pytest.fixture(scope="module")
+def two_thread_client():
+    """One in-process worker with two threads: run A's paused task holds one of them,
+    run B computes on the other; the test's patches reach both."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+def test_paused_run_loses_its_lease_and_writes_nothing(tmp_path, spec, reference,
+                                                       two_thread_client, monkeypatch, cli):
+    """Run A (A_TOYS toys) pauses — its client stops renewing the lease, its worker is
+    held in the partial last chunk — for longer than the lease lasts; run B (B_TOYS toys)
+    takes the lease over, extends the store (reopening that chunk) and finishes. When A
+    resumes, its worker finds the lease lost and writes nothing, A stops with LeaseLost,
+    and the store is the one an uninterrupted run of B_TOYS toys gives (on the code before
+    the fence, A's worker wrote the chunk with its view, toys 97-99 "not run", and marked
+    it done)."""
+    ref, _ = reference
+    path = tmp_path / "s.zarr"
+    client = two_thread_client
+    held, go, paused = threading.Event(), threading.Event(), threading.Event()
+    real_run_chunk, real_renew = runner.run_chunk, Lease.renew_once
+
+    def run_chunk_paused(plan, chunk):
+        res = real_run_chunk(plan, chunk)
+        if chunk.stop == A_TOYS:  # A's view of the last chunk: pause before writing it
+            held.set()
+            assert go.wait(60)
+        return res
+
+    def renew_once(lease):
+        if paused.is_set() and lease.epoch == 1:  # run A's client is paused
+            return True
+        return real_renew(lease)
+
+    monkeypatch.setattr(runner, "run_chunk", run_chunk_paused)
+    monkeypatch.setattr(Lease, "renew_once", renew_once)
+    out = {}
+
+    def run_a():
+        try:
+            out["a"] = run_study(spec.with_overrides(toys=A_TOYS), path, client=client,
+                                 chunk_size=CHUNK, progress=None, lease_ttl=TTL)
+        except Exception as exc:  # noqa: BLE001 - examined below
+            out["a"] = exc
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    try:
+        assert held.wait(60)
+        paused.set()
+        loc = Location(str(path))
+        assert current_epoch(loc) == 1
+        expires = loc.read_json(lease_key(1))["expires"]
+        time.sleep(max(0.0, expires - time.time()) + 0.2)  # A's lease has expired
+        report_b = run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
+                             progress=None, lease_ttl=TTL)
+        assert report_b.complete and current_epoch(loc) == 3  # B's 2, released as 3
+    finally:
+        paused.clear()
+        go.set()  # A resumes
+        a.join(60)
+    assert not a.is_alive()
+    assert isinstance(out["a"], LeaseLost), out["a"]
+    assert str(out["a"]).startswith("lease lost to another run: store ")
+    assert "\n" not in str(out["a"])
+    assert_same_store(path, ref)
+    verified = cli("verify", path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "0 missing or corrupt" in verified.stdout
+    assert cli("status", path).returncode == 0
+
+
+def test_lease_lost_is_one_line_and_exit_code_4(tmp_path, monkeypatch, cli):
+    def lost(*args, **kwargs):
+        raise LeaseLost("lease lost to another run: store x is now at lease epoch 3")
+
+    monkeypatch.setattr(runner, "run_study", lost)
+    got = cli("run", HELLO, "--store", tmp_path / "s.zarr", "--toys", 10)
+    assert got.returncode == 4
+    assert got.stderr == "toyengine: lease lost to another run: store x is now at lease " \
+                         "epoch 3\n"
+
+
+class _LostAt:
+    """A fence that holds for the first ``n - 1`` checks and is lost from the n-th."""
+
+    def __init__(self, loc, n):
+        self.loc, self.n, self.epoch, self.calls = loc, n, 1, 0
+
+    def check(self):
+        self.calls += 1
+        if self.calls >= self.n:
+            raise LeaseLost("lease lost to another run: test")
+
+
+@pytest.mark.parametrize(("lost_at", "what"), [(1, "before the arrays"),
+                                               (2, "between the arrays and the marker"),
+                                               (3, "after the marker")])
+def test_write_under_a_lost_lease_never_leaves_a_chunk_done(tmp_path, spec, reference,
+                                                            client, lost_at, what,
+                                                            monkeypatch):
+    """Run A's worker wrote the reopened chunk with its stale view (toys 90-96 of a
+    97-toy store) while B extended the store to 133: whichever of A's fence checks first
+    finds the lease lost, the chunk is not left marked done with A's data (on the code
+    before, it was: toys 97-99 'not run' but done), and a rerun restores it."""
+    ref, small = reference
+    path = tmp_path / "s.zarr"
+    shutil.copytree(small, path)
+    loc = Location(str(path))
+    # A's worker opened the arrays before B extended the store (its own process's cache)
+    arrays_a = store_mod._writable_arrays(loc, A_TOYS, CHUNK)
+    plan_a = Plan.of(spec.with_overrides(toys=A_TOYS))
+    stale = run_chunk(plan_a, Chunk(9, 0, 90, A_TOYS))
+    assert run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
+                     progress=None).complete
+    monkeypatch.setitem(store_mod._GROUPS, (loc.url, A_TOYS, CHUNK), arrays_a)
+    fence = _LostAt(loc, lost_at)
+    with pytest.raises(LeaseLost):
+        store_mod.write_chunk(loc, stale, A_TOYS, CHUNK, fence)
+    assert fence.calls == lost_at
+    info = StoreInfo(path)
+    status = xr.open_zarr(path, consolidated=False)["status"].values[0, 90:100, 0]
+    if lost_at == 1:  # nothing written: B's chunk stands
+        assert (status != 0).all() and info.done()[9] and check_chunks(info) == []
+    else:  # A's data are in the chunk (97-99 not run): it must not count as done
+        assert (status[7:] == 0).all()
+        assert not info.done()[9]
+    report = run_study(spec.with_overrides(toys=B_TOYS), path, client=client, progress=None)
+    assert report.chunks_run == (0 if lost_at == 1 else 1)
+    assert_same_store(path, ref)
+
+
+def test_stale_done_marker_is_not_done(tmp_path, spec, reference, client, cli):
+    """A done marker written for another extent of its chunk (toys 90-96 where the chunk
+    table says 90-99) is reported by ``status`` and ``verify`` and recomputed by ``run``."""
+    ref, _ = reference
+    path = tmp_path / "s.zarr"
+    shutil.copytree(ref, path)
+    loc = Location(str(path))
+    key = store_mod.marker_key(9)
+    rec = loc.read_json(key)
+    loc.write_json(key, {**rec, "stop": A_TOYS, "toys": A_TOYS, "epoch": 1})
+    problems = check_chunks(StoreInfo(path))
+    assert [p.chunk.index for p in problems] == [9]
+    assert "done marker is stale: written for variant 0 toys 90-96 (a run of 97 toys, " \
+           "lease epoch 1), the chunk now holds toys 90-99" in problems[0].what
+    status = cli("status", path)
+    assert status.returncode == 1 and "done marker is stale" in status.stdout
+    report = run_study(spec.with_overrides(toys=B_TOYS), path, client=client, progress=None)
+    assert report.chunks_run == 1 and report.complete
+    assert_same_store(path, ref)

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from ..errors import (
     ClusterError,
     Interrupted,
+    LeaseLost,
     SpecError,
     StoreError,
     SummaryError,
@@ -174,9 +175,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from ..store.lease import Lease
 
     info = StoreInfo(args.store, storage_options=_storage_options(args))
-    with Lease(info.loc, progress=sys.stderr):
+    with Lease(info.loc, progress=sys.stderr) as lease:
         info = StoreInfo(info.loc)
         problems = verify_store(info)
+        lease.check()
         unmark(info, problems)
     n_done = int(info.done().sum())
     for p in problems:
@@ -517,8 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every error is one line on stderr and an exit code: 2 for what the user
     must fix (command line, study file, store path or store of another study, summary
     options, cluster settings or scheduler address), 1 for a failed run (I/O errors such as
-    a full disk, unexpected errors), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the
-    traceback instead."""
+    a full disk, unexpected errors), 4 for a run that lost the store's lease to another run
+    (and stopped writing), 130 after Ctrl-C/SIGTERM. ``--debug`` shows the traceback
+    instead."""
     args = build_parser().parse_args(argv)
     if args.debug:
         return int(args.func(args))
@@ -532,6 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2)
     except Interrupted as exc:
         return _fail(str(exc), 130)
+    except LeaseLost as exc:
+        return _fail(str(exc), 4)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except ToyEngineError as exc:

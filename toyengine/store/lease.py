@@ -222,15 +222,24 @@ class Lease:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl / 3):
-            try:
-                if current_epoch(self.loc) != self.epoch:
-                    self.lost = True
-                    return
-                # only ever this lease's own object: a renewal racing a take-over leaves
-                # an old number behind, never a current lease overwritten
-                self.loc.write_json(lease_key(self.epoch), self._record())
-            except Exception:  # noqa: BLE001 - a full disk, a read-only file system, an
-                pass  # unreachable store: the run's own writes report it; try again later
+            if not self.renew_once():
+                self.lost = True
+                return
+
+    def renew_once(self) -> bool:
+        """Renew the lease (what the renewal thread does every ``ttl / 3`` seconds);
+        False if it is lost. A renewal that fails (full disk, read-only file system,
+        unreachable store) is left to the next one: the run's own writes report the
+        cause."""
+        try:
+            if current_epoch(self.loc) != self.epoch:
+                return False
+            # only ever this lease's own object: a renewal racing a take-over leaves an
+            # old number behind, never a current lease overwritten
+            self.loc.write_json(lease_key(self.epoch), self._record())
+        except Exception:  # noqa: BLE001 - see above
+            pass
+        return True
 
     def release(self) -> None:
         self._stop.set()

@@ -8,6 +8,7 @@ expired lease, over and over; in every trial exactly one of them may hold it.
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -265,6 +266,62 @@ def test_paused_run_loses_its_lease_and_writes_nothing(tmp_path, spec, reference
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "0 missing or corrupt" in verified.stdout
     assert cli("status", path).returncode == 0
+
+
+#: ``toyengine run ...`` with a lease of ARGV[1] seconds (the CLI keeps the default 60)
+RUN_WITH_TTL = ("import functools, sys\n"
+                "import toyengine.run.runner as r\n"
+                "r.run_study = functools.partial(r.run_study, lease_ttl=float(sys.argv[1]))\n"
+                "from toyengine.cli.main import main\n"
+                "sys.exit(main(sys.argv[2:]))\n")
+
+
+def test_stopped_process_loses_its_lease(tmp_path, client, cli):
+    """The issue's scenario with real processes: ``toyengine run --toys 23`` (its client and
+    its worker process) is stopped with SIGSTOP mid-run for longer than its lease lasts; a
+    run with --toys 24 takes the store over, extends it (reopening the last chunk, toys
+    20-22 → 20-23) and finishes; SIGCONT. The stopped run exits 4 with the one line, and
+    the store equals an uninterrupted 24-toy run."""
+    study = ROOT / "tests" / "data" / "tcc_small.yaml"
+    spec24 = load_spec(study).with_overrides(toys=24)
+    ref = tmp_path / "ref.zarr"
+    assert run_study(spec24, ref, client=client, chunk_size=4, progress=None).complete
+    path = tmp_path / "s.zarr"
+    loc = Location(str(path))
+    cmd = [sys.executable, "-c", RUN_WITH_TTL, "2", "run", str(study), "--store", str(path),
+           "--toys", "23", "--workers", "1", "--chunk-size", "4", "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        done = np.zeros(1)
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                done = StoreInfo(path).done()
+            except StoreError:  # not created yet
+                pass
+            if done.sum() >= 1:
+                break
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        assert 1 <= done.sum() < len(done) and proc.poll() is None
+        expires = loc.read_json(lease_key(1))["expires"]
+        time.sleep(max(0.0, expires - time.time()) + 0.5)  # its lease has expired
+        report = run_study(spec24, path, client=client, progress=None)
+        assert report.complete and current_epoch(loc) == 3
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+        try:
+            _out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    ours = [line for line in err.splitlines() if line.startswith("toyengine:")]
+    assert proc.returncode == 4, err
+    assert len(ours) == 1 and ours[0].startswith("toyengine: lease lost to another run: ")
+    assert "Traceback" not in err
+    assert_same_store(path, ref)
+    assert cli("verify", path).returncode == 0
 
 
 def test_lease_lost_is_one_line_and_exit_code_4(tmp_path, monkeypatch, cli):

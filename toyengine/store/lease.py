@@ -186,7 +186,7 @@ class Lease:
             self.epoch = 0
             return False
         epochs = _epochs(self.loc)
-        if epochs[-1] != epoch:
+        if epochs and epochs[-1] != epoch:
             # the number was free only because it had been cleaned up: this process
             # looked at the lease folder long ago, and a newer lease exists
             self.loc.delete(lease_key(epoch))

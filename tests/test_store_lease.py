@@ -268,6 +268,62 @@ def test_paused_run_loses_its_lease_and_writes_nothing(tmp_path, spec, reference
     assert cli("status", path).returncode == 0
 
 
+def test_run_paused_mid_extension_takes_no_further_step(tmp_path, spec, client,
+                                                      monkeypatch):
+    """Run A (25 → 40 toys) pauses in the middle of its extension (one array resized) for
+    longer than its lease; run B (→ 60 toys) takes over, finishes A's extension and its
+    own, and all chunks. A resumes: it takes no further step (without the fence it
+    resized the remaining arrays back to 40 toys) and stops with LeaseLost; the store
+    equals an uninterrupted 60-toy run."""
+    ref, path = tmp_path / "ref.zarr", tmp_path / "s.zarr"
+    assert run_study(spec.with_overrides(toys=60), ref, client=client, chunk_size=10,
+                     progress=None).complete
+    assert run_study(spec.with_overrides(toys=25), path, client=client, chunk_size=10,
+                     progress=None).complete
+    loc = Location(str(path))
+    held, go, paused = threading.Event(), threading.Event(), threading.Event()
+    real_renew = Lease.renew_once
+    a_epoch = current_epoch(loc) + 1  # the lease A takes
+
+    def step(name):
+        if name == "extend:resize:value" and not held.is_set():
+            held.set()
+            assert go.wait(60)
+
+    def renew_once(lease):
+        if paused.is_set() and lease.epoch == a_epoch:
+            return True
+        return real_renew(lease)
+
+    monkeypatch.setattr(store_mod, "_step", step)
+    monkeypatch.setattr(Lease, "renew_once", renew_once)
+    out = {}
+
+    def run_a():
+        try:
+            out["a"] = run_study(spec.with_overrides(toys=40), path, client=client,
+                                 progress=None, lease_ttl=TTL)
+        except Exception as exc:  # noqa: BLE001 - examined below
+            out["a"] = exc
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    try:
+        assert held.wait(60)
+        paused.set()
+        assert current_epoch(loc) == a_epoch
+        expires = loc.read_json(lease_key(a_epoch))["expires"]
+        time.sleep(max(0.0, expires - time.time()) + 0.2)
+        assert run_study(spec.with_overrides(toys=60), path, client=client, progress=None,
+                         lease_ttl=TTL).complete
+    finally:
+        paused.clear()
+        go.set()
+        a.join(60)
+    assert isinstance(out["a"], LeaseLost), out["a"]
+    assert_same_store(path, ref)
+
+
 #: ``toyengine run ...`` with a lease of ARGV[1] seconds (the CLI keeps the default 60)
 RUN_WITH_TTL = ("import functools, sys\n"
                 "import toyengine.run.runner as r\n"

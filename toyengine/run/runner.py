@@ -437,11 +437,12 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if info.extending is not None:
                 if progress is not None:
                     progress.write("finishing an interrupted extension of the store\n")
-                finish_extension(loc)
+                lease.check()
+                finish_extension(loc, lease.fence)
                 info = StoreInfo(loc)
             if spec.toys > info.toys:
                 lease.check()
-                extend_store(loc, spec.toys)
+                extend_store(loc, spec.toys, lease.fence)
                 info = StoreInfo(loc)
             elif spec.toys < info.toys and progress is not None:
                 progress.write(f"note: store holds {info.toys} toys per variant (> --toys "
@@ -477,7 +478,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                         chunk_size = auto_chunk_size(cost.seconds_per_toy, spec.toys,
                                                      len(spec.variants), n_workers)
                 lease.check()
-                create_store(loc, plan, chunk_size, degenerate)
+                create_store(loc, plan, chunk_size, degenerate, lease.fence)
                 info = StoreInfo(loc)
             problems = check_chunks(info)
             report_repaired = [p.describe(info.variant_names) for p in problems]

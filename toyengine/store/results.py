@@ -64,6 +64,14 @@ def _step(name: str) -> None:
     to simulate a Ctrl-C or a node crash at every step of create and extend)."""
 
 
+def _checked(name: str, fence: Fence | None) -> None:
+    """:func:`_step`, then ``fence``: a run that lost the store's lease takes no further
+    step of a creation or an extension (it would undo the newer run's)."""
+    _step(name)
+    if fence is not None:
+        fence.check()
+
+
 def _codecs() -> tuple[Any, ...]:
     from zarr.codecs import Crc32cCodec, ZstdCodec
 
@@ -93,14 +101,16 @@ def toy_var_names(group: zarr.Group) -> tuple[str, ...]:
 
 
 def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
-                 degenerate: Sequence[tuple[str, str]] = ()) -> list[Chunk]:
+                 degenerate: Sequence[tuple[str, str]] = (),
+                 fence: Fence | None = None) -> list[Chunk]:
     """Create an empty store for ``plan`` from metadata (no toy is materialised); returns
     its chunks. The caller holds the store's lease. A store left half-created by a killed
     creation is removed first; anything else at the location is refused.
 
     The per-toy variables are the plan's record fields; ``truth`` and ``reference`` its
     values; the ``param_label`` and ``param_unit`` coordinates its labels. ``degenerate``:
-    (variant, same-density variant) pairs, recorded as an attribute.
+    (variant, same-density variant) pairs, recorded as an attribute. ``fence``: the
+    caller's lease, checked after every step.
     """
     import dask.array as da
     import xarray as xr
@@ -119,7 +129,7 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     # the control folder is an (empty) zarr group, so that zarr and xarray skip it quietly
     loc.write_json(CONTROL_GROUP_KEY, {"zarr_format": 3, "node_type": "group",
                                        "attributes": {}})
-    _step("create:begin")
+    _checked("create:begin", fence)
     nv = len(spec.variants)
     chunks = plan.chunks(chunk_size)
     tag = uuid.uuid4().hex
@@ -195,10 +205,10 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
     ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,
                consolidated=False, compute=False)
-    _step("create:arrays")
+    _checked("create:arrays", fence)
     loc.write_json(STATE_KEY, {"format_version": FORMAT_VERSION, "toys": int(spec.toys),
                                "chunks": len(chunks)})
-    _step("create:state")
+    _checked("create:state", fence)
     loc.delete(CREATING_KEY)
     return chunks
 
@@ -432,22 +442,24 @@ def unmark(info: StoreInfo, problems: Sequence[ChunkProblem]) -> None:
         info.loc.delete(marker_key(p.chunk.index))
 
 
-def extend_store(store: str | Path | Location, new_toys: int) -> list[Chunk]:
+def extend_store(store: str | Path | Location, new_toys: int,
+                 fence: Fence | None = None) -> list[Chunk]:
     """Grow every variant to ``new_toys`` toys; returns the chunks to run for them. The
     caller holds the store's lease. Crash-safe: the extension is recorded first
     (``_toyengine/extend.json``), every later step is idempotent, and the commit record is
-    written last; :func:`finish_extension` completes an interrupted one."""
+    written last; :func:`finish_extension` completes an interrupted one. ``fence``: the
+    caller's lease, checked after every step."""
     loc = Location.of(store)
     info = StoreInfo(loc, allow_extending=True)
     if info.extending is not None:
-        finish_extension(loc)
+        finish_extension(loc, fence)
         info = StoreInfo(loc)
     if new_toys <= info.toys:
         return []
     loc.write_json(EXTEND_KEY, {"from": info.toys, "to": int(new_toys),
                                 "chunks_before": info.n_chunks})
-    _step("extend:intent")
-    return finish_extension(loc)
+    _checked("extend:intent", fence)
+    return finish_extension(loc, fence)
 
 
 def _reopened(chunks: Sequence[Chunk], old: int, chunk_size: int) -> list[Chunk]:
@@ -458,7 +470,8 @@ def _reopened(chunks: Sequence[Chunk], old: int, chunk_size: int) -> list[Chunk]
     return [c for c in chunks if c.stop == old]
 
 
-def finish_extension(store: str | Path | Location) -> list[Chunk]:
+def finish_extension(store: str | Path | Location,
+                     fence: Fence | None = None) -> list[Chunk]:
     """Complete the extension recorded in ``_toyengine/extend.json`` (idempotent)."""
     loc = Location.of(store)
     intent = loc.read_json(EXTEND_KEY)
@@ -472,12 +485,12 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
         arr = g[name]
         if arr.shape[0 if name == "toy" else 1] != new:
             arr.resize((new,) if name == "toy" else (nv, new, *arr.shape[2:]))
-        _step(f"extend:resize:{name}")
+        _checked(f"extend:resize:{name}", fence)
     toy = g["toy"]
     for a in range(old, new, _COORD_CHUNK):
         b = min(new, a + _COORD_CHUNK)
         toy[a:b] = np.arange(a, b)
-    _step("extend:toy")
+    _checked("extend:toy", fence)
     var, start, stop = (np.asarray(g[k][:n_before]) for k in CHUNK_VARS)
     before = [Chunk(i, int(v), int(a), int(b))
               for i, (v, a, b) in enumerate(zip(var, start, stop, strict=True))]
@@ -486,7 +499,7 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
     n_after = n_before + len(new_chunks)
     for c in reopened:
         loc.delete(marker_key(c.index))
-    _step("extend:unmark")
+    _checked("extend:unmark", fence)
     for name, vals in (("chunk_variant", [c.variant for c in new_chunks]),
                        ("chunk_start", [c.start for c in new_chunks]),
                        ("chunk_stop", [c.stop for c in new_chunks])):
@@ -498,10 +511,10 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
             arr_stop = min(c.start + cs, new)
             if name == "chunk_stop":
                 arr[c.index] = arr_stop
-        _step(f"extend:table:{name}")
+        _checked(f"extend:table:{name}", fence)
     loc.write_json(STATE_KEY, {"format_version": FORMAT_VERSION, "toys": new,
                                "chunks": n_after})
-    _step("extend:state")
+    _checked("extend:state", fence)
     loc.delete(EXTEND_KEY)
     return [Chunk(c.index, c.variant, c.start, min(c.start + cs, new)) for c in reopened] \
         + new_chunks

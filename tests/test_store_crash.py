@@ -26,7 +26,7 @@ from toyengine.cli import main
 from toyengine.errors import Interrupted, StoreError
 from toyengine.store import StoreInfo
 from toyengine.store import results as store_mod
-from toyengine.store.lease import LEASE_KEY, Lease
+from toyengine.store.lease import Lease, current_epoch, lease_key
 from toyengine.store.location import Location
 from toyengine.study.schema import study_fields
 
@@ -250,23 +250,26 @@ def dead_pid() -> int:
 
 def test_lease_of_dead_process_is_taken_over_at_once(tmp_path):
     loc = Location(str(tmp_path / "s.zarr"))
-    loc.write_json(LEASE_KEY, {"owner": "x", "host": socket.gethostname(), "pid": dead_pid(),
-                               "expires": time.time() + 3600, "ttl": 3600})
+    loc.write_json(lease_key(1), {"owner": "x", "host": socket.gethostname(),
+                                  "pid": dead_pid(), "expires": time.time() + 3600,
+                                  "ttl": 3600})
     t0 = time.monotonic()
-    with Lease(loc, wait=5, progress=None):
-        assert loc.read_json(LEASE_KEY)["pid"] == os.getpid()
+    with Lease(loc, wait=5, progress=None) as lease:
+        assert lease.epoch == 2
+        assert loc.read_json(lease_key(2))["pid"] == os.getpid()
+        assert not loc.exists(lease_key(1))  # the superseded lease is removed
     assert time.monotonic() - t0 < 5
-    assert not loc.exists(LEASE_KEY)
+    assert current_epoch(loc) == 0  # no store there: no lease left behind
 
 
 def test_live_lease_elsewhere_waits_then_expires(tmp_path):
     loc = Location(str(tmp_path / "s.zarr"))
     held = {"owner": "x", "host": "another-node", "pid": 1, "expires": time.time() + 2,
             "ttl": 2}
-    loc.write_json(LEASE_KEY, held)
+    loc.write_json(lease_key(1), held)
     with pytest.raises(StoreError, match="in use by process 1 on another-node"):
         Lease(loc, wait=0.5, progress=None).acquire()
-    assert loc.read_json(LEASE_KEY) == held
+    assert loc.read_json(lease_key(1)) == held
     t0 = time.monotonic()
     with Lease(loc, wait=10, progress=None):
         waited = time.monotonic() - t0
@@ -276,9 +279,9 @@ def test_live_lease_elsewhere_waits_then_expires(tmp_path):
 def test_lease_is_renewed_while_held(tmp_path):
     loc = Location(str(tmp_path / "s.zarr"))
     with Lease(loc, ttl=0.6, progress=None) as lease:
-        first = loc.read_json(LEASE_KEY)["expires"]
+        first = loc.read_json(lease_key(lease.epoch))["expires"]
         time.sleep(0.8)
-        assert loc.read_json(LEASE_KEY)["expires"] > first
+        assert loc.read_json(lease_key(lease.epoch))["expires"] > first
         assert not lease.lost
 
 
@@ -298,17 +301,18 @@ def test_lease_survives_a_full_disk_and_a_read_only_release(tmp_path, monkeypatc
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), self.path(key))
 
     with Lease(loc, ttl=0.3, progress=None) as lease:  # renewed every 0.1 s
-        first = loc.read_json(LEASE_KEY)["expires"]
+        key = lease_key(lease.epoch)
+        first = loc.read_json(key)["expires"]
         monkeypatch.setattr(Location, "write_json", full)
         time.sleep(0.5)
-        assert loc.read_json(LEASE_KEY)["expires"] == first  # the renewals failed
+        assert loc.read_json(key)["expires"] == first  # the renewals failed
         monkeypatch.setattr(Location, "write_json", real_write)
         time.sleep(0.5)
-        assert loc.read_json(LEASE_KEY)["expires"] > first  # and resumed
+        assert loc.read_json(key)["expires"] > first  # and resumed
         assert lease._thread.is_alive() and not lease.lost
         monkeypatch.setattr(Location, "delete", read_only)
     assert thread_errors == []
-    assert loc.read_json(LEASE_KEY)["owner"] == lease.token  # left to expire
+    assert loc.read_json(key)["owner"] == lease.token  # left to expire
 
 
 def test_foreign_directory_is_never_overwritten(tmp_path, spec, client):

@@ -69,6 +69,13 @@ class StoreUnreachableError(ToyEngineError, ConnectionError):
     is back."""
 
 
+class LeaseLost(ToyEngineError, RuntimeError):
+    """The run lost the store's lease to another run (it paused, or could not renew, for
+    longer than the lease lasts): it stopped writing. The message names the store and the
+    lease epochs; the CLI exits with 5. What the other run wrote is kept; run the same
+    command again to finish whatever is not done."""
+
+
 class SummaryError(ToyEngineError, ValueError):
     """A results Dataset or an argument cannot be summarised as asked. The message names
     the variable, attribute or argument and what was expected."""

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from ..errors import (
     ClusterError,
     Interrupted,
+    LeaseLost,
     SpecError,
     StoreError,
     SummaryError,
@@ -189,10 +190,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             print(f"repaired: {line}")
     else:
         info = StoreInfo(loc)
-        with Lease(info.loc, progress=sys.stderr):
+        with Lease(info.loc, progress=sys.stderr) as lease:
             info = StoreInfo(info.loc)
             metadata = check_metadata(info)
             problems = verify_store(info)
+            lease.check()
             unmark(info, problems)
     info = StoreInfo(loc)
     n_done = int(info.done().sum())
@@ -636,7 +638,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options, cluster settings or scheduler address), 1 for a failed run (I/O errors such as
     a full disk, an unreachable object store, unexpected errors), 3 for a run that left chunks
     not done, 4 for a complete run in which every fit of a hypothesis failed
-    (:data:`~toyengine.cli.finish.EXIT_ALL_FITS_FAILED`), 130 after Ctrl-C/SIGTERM.
+    (:data:`~toyengine.cli.finish.EXIT_ALL_FITS_FAILED`), 5 for a run that lost the
+    store's lease to another run (and stopped writing), 130 after Ctrl-C/SIGTERM.
     ``--debug`` shows the traceback instead."""
     args = build_parser().parse_args(argv)
     if getattr(args, "plugin", None):
@@ -656,6 +659,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc), 2)
     except Interrupted as exc:
         return _fail(str(exc), 130)
+    except LeaseLost as exc:
+        return _fail(str(exc), 5)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except ToyEngineError as exc:

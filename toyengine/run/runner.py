@@ -29,8 +29,8 @@ from typing import Any, TextIO
 import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..errors import ClusterError, Interrupted, StoreError, ToyEngineError
-from ..store.lease import Lease
+from ..errors import ClusterError, Interrupted, LeaseLost, StoreError, ToyEngineError
+from ..store.lease import Fence, Lease
 from ..store.location import Location, quiet_store_errors, store_access_error, store_writes
 from ..store.results import (
     STATE_KEY,
@@ -341,12 +341,24 @@ def chunk_task(name: str, chunk: Chunk) -> ChunkResult:
     return _by_worker(run_chunk(_shipped(name), chunk))
 
 
+@dataclass(frozen=True)
+class _Fenced:
+    """What a task returns instead of writing when its run lost the store's lease (a
+    result, not an exception: Dask would retry the task)."""
+
+    message: str
+
+
 def chunk_write_task(name: str, chunk: Chunk, loc: Location, toys: int,
-                     chunk_size: int) -> ChunkResult:
-    """Task (workers write): run the chunk, write its region and done marker; returns
-    only what the client's progress needs (:func:`~toyengine.run.live.live_part`)."""
+                     chunk_size: int, fence: Fence | None = None) -> ChunkResult | _Fenced:
+    """Task (workers write): run the chunk, write its region and done marker while the
+    run holds the store's lease (``fence``); returns only what the client's progress needs
+    (:func:`~toyengine.run.live.live_part`)."""
     res = _by_worker(run_chunk(_shipped(name), chunk))
-    write_chunk(loc, res, toys, chunk_size)
+    try:
+        write_chunk(loc, res, toys, chunk_size, fence)
+    except LeaseLost as exc:
+        return _Fenced(str(exc))
     return live_part(res)
 
 
@@ -437,6 +449,9 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         The scheduler cannot be reached.
     Interrupted
         Ctrl-C or SIGTERM; the chunks written are kept (run again to resume).
+    LeaseLost
+        Another run took the store's lease over (this one paused or could not renew it
+        for ``lease_ttl`` seconds); this run's writers stopped writing.
     """
     t_start = time.monotonic()
     if workers is not None and (isinstance(workers, bool) or workers < 1):
@@ -459,7 +474,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
     interrupted = False
     in_flight = 0
     toys_note = ""
-    with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress):
+    with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress) as lease:
         existing = loc.exists(STATE_KEY)
         if existing:
             info = StoreInfo(loc, allow_extending=True)
@@ -467,10 +482,12 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if info.extending is not None:
                 if progress is not None:
                     progress.write("finishing an interrupted extension of the store\n")
-                finish_extension(loc)
+                lease.check()
+                finish_extension(loc, lease.fence)
                 info = StoreInfo(loc)
             if spec.toys > info.toys:
-                extend_store(loc, spec.toys)
+                lease.check()
+                extend_store(loc, spec.toys, lease.fence)
                 info = StoreInfo(loc)
             elif spec.toys < info.toys:
                 toys_note = (f"note: the store holds {info.toys} toys per variant, more than "
@@ -509,11 +526,13 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                     if chunk_size is None:
                         chunk_size = auto_chunk_size(cost.seconds_per_toy, spec.toys,
                                                      len(spec.variants), n_workers)
-                create_store(loc, plan, chunk_size, degenerate)
+                lease.check()
+                create_store(loc, plan, chunk_size, degenerate, lease.fence)
                 info = StoreInfo(loc)
             problems = check_chunks(info)
             report_repaired = [p.describe(info.variant_names) for p in problems]
             if problems:
+                lease.check()
                 unmark(info, problems)
                 if progress is not None:
                     progress.write(f"recomputing {len(problems)} chunk(s) marked done whose "
@@ -539,7 +558,8 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                            physics=physics, status=loc)
             try:
                 _submit_and_collect(client, plan, pending, loc, info, mode, bar, report,
-                                    worker_timeout)
+                                    worker_timeout, lease)
+                lease.check()  # every chunk of this run was written under its lease
             except KeyboardInterrupt:
                 interrupted = True
                 if not own_client and mode == "workers":
@@ -620,7 +640,7 @@ def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:
 
 def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Location,
                         info: StoreInfo, mode: str, bar: Progress, report: RunReport,
-                        worker_timeout: float) -> None:
+                        worker_timeout: float, lease: Lease | None = None) -> None:
     from distributed import as_completed
 
     if not pending:
@@ -631,11 +651,12 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
     name = f"toyengine-study-{tag}"
     client.register_plugin(StudyPlugin(name, plan), name=name)
     keys = [f"toyengine-{tag}-chunk-{c.index}" for c in pending]
+    fence = lease.fence if lease is not None else None
     if mode == "workers":
         n = len(pending)
         futures = client.map(chunk_write_task, [name] * n, pending, [loc] * n,
-                             [info.toys] * n, [info.chunk_size] * n, key=keys, retries=3,
-                             pure=False)
+                             [info.toys] * n, [info.chunk_size] * n, [fence] * n, key=keys,
+                             retries=3, pure=False)
     else:
         futures = client.map(chunk_task, [name] * len(pending), pending, key=keys, retries=3,
                              pure=False)
@@ -653,15 +674,19 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
     last_batch = 0.0
 
     def stop() -> bool:
+        if lease is not None and lease.lost:  # seen by the renewal thread
+            lease.check()
         stopped = watch.check()
         if stopped:
             report.stopped = stopped
             report.errors.append(stopped)
         return bool(stopped)
 
-    def fold(res: ChunkResult) -> None:
+    def fold(res: ChunkResult | _Fenced) -> None:
+        if isinstance(res, _Fenced):  # a worker found the lease lost: so is the run
+            raise LeaseLost(res.message)
         if mode == "client":
-            write_chunk(loc, res, info.toys, info.chunk_size)
+            write_chunk(loc, res, info.toys, info.chunk_size, fence)
         report.chunks_run += 1
         bar.update(res)  # counts the failed fits
 
@@ -693,7 +718,7 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
                     continue  # the same future again
                 except Exception as exc:  # noqa: BLE001 - the task failed (retries used up)
                     one_by_one.pop(0)
-                    if store_access_error(loc, exc) is not None:
+                    if isinstance(exc, LeaseLost) or store_access_error(loc, exc) is not None:
                         raise  # a worker cannot write or reach the store: nor can the rest
                     report.errors.append(f"{fut.key}: {type(exc).__name__}: {exc}")
                     continue

@@ -27,12 +27,12 @@ import numpy as np
 import zarr
 
 from .._version import __version__
-from ..errors import StoreError
+from ..errors import LeaseLost, StoreError
 from ..study.plan import Chunk, Plan, plan_chunks
 from ..study.recipe import ChunkResult
 from ..study.schema import RECORD_FIELDS, field
 from ..study.spec import StudySpec
-from .lease import LEASE_KEY
+from .lease import LEASE_PREFIX, Fence
 from .location import Location
 
 if TYPE_CHECKING:  # xarray is imported where a store is created or opened: a worker that
@@ -72,6 +72,14 @@ _COORD_CHUNK = 1 << 20
 def _step(name: str) -> None:
     """A point where a kill leaves the store in an intermediate state (tests patch this
     to simulate a Ctrl-C or a node crash at every step of create and extend)."""
+
+
+def _checked(name: str, fence: Fence | None) -> None:
+    """:func:`_step`, then ``fence``: a run that lost the store's lease takes no further
+    step of a creation or an extension (it would undo the newer run's)."""
+    _step(name)
+    if fence is not None:
+        fence.check()
 
 
 def _codecs() -> tuple[Any, ...]:
@@ -156,14 +164,16 @@ def _write_state(loc: Location, toys: int, n_chunks: int, history: Sequence[int]
 
 
 def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
-                 degenerate: Sequence[tuple[str, str]] = ()) -> list[Chunk]:
+                 degenerate: Sequence[tuple[str, str]] = (),
+                 fence: Fence | None = None) -> list[Chunk]:
     """Create an empty store for ``plan`` from metadata (no toy is materialised); returns
     its chunks. The caller holds the store's lease. A store left half-created by a killed
     creation is removed first; anything else at the location is refused.
 
     The per-toy variables are the plan's record fields; ``truth`` and ``reference`` its
     values; the ``param_label`` and ``param_unit`` coordinates its labels. ``degenerate``:
-    (variant, same-density variant) pairs, recorded as an attribute.
+    (variant, same-density variant) pairs, recorded as an attribute. ``fence``: the
+    caller's lease, checked after every step.
     """
     import dask.array as da
     import xarray as xr
@@ -182,7 +192,7 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     # the control folder is an (empty) zarr group, so that zarr and xarray skip it quietly
     loc.write_json(CONTROL_GROUP_KEY, {"zarr_format": 3, "node_type": "group",
                                        "attributes": {}})
-    _step("create:begin")
+    _checked("create:begin", fence)
     nv = len(spec.variants)
     chunks = plan.chunks(chunk_size)
     tag = uuid.uuid4().hex
@@ -266,9 +276,9 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
     ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,
                consolidated=False, compute=False)
-    _step("create:arrays")
+    _checked("create:arrays", fence)
     _write_state(loc, spec.toys, len(chunks), [spec.toys], attrs=attrs)
-    _step("create:state")
+    _checked("create:state", fence)
     loc.delete(CREATING_KEY)
     return chunks
 
@@ -311,7 +321,8 @@ def _clear_interrupted_creation(loc: Location) -> None:
             continue
         fs.rm(entry, recursive=True)
     for key in keys:
-        if key.startswith("_toyengine/") and key not in (LEASE_KEY, CREATING_KEY) \
+        if key.startswith("_toyengine/") and key != CREATING_KEY \
+                and not key.startswith(f"{LEASE_PREFIX}/") \
                 and not key.rsplit("/", 1)[-1].startswith("."):
             loc.delete(key)
 
@@ -582,6 +593,10 @@ def check_chunks(info: StoreInfo,
     for idx in sorted(markers):
         c = chunks[idx]
         sizes = markers[idx]["sizes"]
+        stale = _stale_marker(markers[idx], c)
+        if stale:
+            problems.append(ChunkProblem(c, stale))
+            continue
         bad = []
         for name in info.toy_vars:
             key = chunk_key(name, c, info.chunk_size)
@@ -615,6 +630,19 @@ def check_metadata(info: StoreInfo) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - a damaged object, reported
             bad.append(f"{name} unreadable ({type(exc).__name__})")
     return bad
+
+
+def _stale_marker(rec: dict[str, Any], c: Chunk) -> str:
+    """Why done marker ``rec`` does not vouch for chunk ``c`` as the chunk table has it
+    (empty if it does): a marker written for other toys — by a run that planned the chunk
+    before an extension grew it, and lost its lease — is stale."""
+    got = (rec.get("variant"), rec.get("start"), rec.get("stop"))
+    if got == (c.variant, c.start, c.stop):
+        return ""
+    epoch = f", lease epoch {rec['epoch']}" if rec.get("epoch") is not None else ""
+    return (f"done marker is stale: written for variant {got[0]} toys {got[1]}-"
+            f"{(got[2] or 0) - 1} (a run of {rec.get('toys', '?')} toys{epoch}), the chunk "
+            f"now holds toys {c.start}-{c.stop - 1}")
 
 
 def verify_store(info: StoreInfo) -> list[ChunkProblem]:
@@ -748,22 +776,24 @@ def require_complete(info: StoreInfo, allow_incomplete: bool = False) -> StoreCh
     return chk
 
 
-def extend_store(store: str | Path | Location, new_toys: int) -> list[Chunk]:
+def extend_store(store: str | Path | Location, new_toys: int,
+                 fence: Fence | None = None) -> list[Chunk]:
     """Grow every variant to ``new_toys`` toys; returns the chunks to run for them. The
     caller holds the store's lease. Crash-safe: the extension is recorded first
     (``_toyengine/extend.json``), every later step is idempotent, and the commit record is
-    written last; :func:`finish_extension` completes an interrupted one."""
+    written last; :func:`finish_extension` completes an interrupted one. ``fence``: the
+    caller's lease, checked after every step."""
     loc = Location.of(store)
     info = StoreInfo(loc, allow_extending=True)
     if info.extending is not None:
-        finish_extension(loc)
+        finish_extension(loc, fence)
         info = StoreInfo(loc)
     if new_toys <= info.toys:
         return []
     loc.write_json(EXTEND_KEY, {"from": info.toys, "to": int(new_toys),
                                 "chunks_before": info.n_chunks})
-    _step("extend:intent")
-    return finish_extension(loc)
+    _checked("extend:intent", fence)
+    return finish_extension(loc, fence)
 
 
 def _reopened(chunks: Sequence[Chunk], old: int, chunk_size: int) -> list[Chunk]:
@@ -774,7 +804,8 @@ def _reopened(chunks: Sequence[Chunk], old: int, chunk_size: int) -> list[Chunk]
     return [c for c in chunks if c.stop == old]
 
 
-def finish_extension(store: str | Path | Location) -> list[Chunk]:
+def finish_extension(store: str | Path | Location,
+                     fence: Fence | None = None) -> list[Chunk]:
     """Complete the extension recorded in ``_toyengine/extend.json`` (idempotent)."""
     loc = Location.of(store)
     intent = loc.read_json(EXTEND_KEY)
@@ -788,12 +819,12 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
         arr = g[name]
         if arr.shape[0 if name == "toy" else 1] != new:
             arr.resize((new,) if name == "toy" else (nv, new, *arr.shape[2:]))
-        _step(f"extend:resize:{name}")
+        _checked(f"extend:resize:{name}", fence)
     toy = g["toy"]
     for a in range(old, new, _COORD_CHUNK):
         b = min(new, a + _COORD_CHUNK)
         toy[a:b] = np.arange(a, b)
-    _step("extend:toy")
+    _checked("extend:toy", fence)
     var, start, stop = (np.asarray(g[k][:n_before]) for k in CHUNK_VARS)
     before = [Chunk(i, int(v), int(a), int(b))
               for i, (v, a, b) in enumerate(zip(var, start, stop, strict=True))]
@@ -802,7 +833,7 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
     n_after = n_before + len(new_chunks)
     for c in reopened:
         loc.delete(marker_key(c.index))
-    _step("extend:unmark")
+    _checked("extend:unmark", fence)
     for name, vals in (("chunk_variant", [c.variant for c in new_chunks]),
                        ("chunk_start", [c.start for c in new_chunks]),
                        ("chunk_stop", [c.stop for c in new_chunks])):
@@ -814,7 +845,7 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
             arr_stop = min(c.start + cs, new)
             if name == "chunk_stop":
                 arr[c.index] = arr_stop
-        _step(f"extend:table:{name}")
+        _checked(f"extend:table:{name}", fence)
     study = loc.read_json(STUDY_KEY)
     state = loc.read_json(STATE_KEY) or {}
     history = list(state.get("history") or (study or {}).get("history") or [old])
@@ -824,7 +855,7 @@ def finish_extension(store: str | Path | Location) -> list[Chunk]:
         loc.write_json(STUDY_KEY, {"attrs": study["attrs"], "history": history})
     _write_state(loc, new, n_after, history,
                  fmt=int(state.get("format_version", FORMAT_VERSION)))
-    _step("extend:state")
+    _checked("extend:state", fence)
     loc.delete(EXTEND_KEY)
     return [Chunk(c.index, c.variant, c.start, min(c.start + cs, new)) for c in reopened] \
         + new_chunks
@@ -853,12 +884,23 @@ def _writable_arrays(loc: Location, toys: int, chunk_size: int) -> dict[str, Any
 
 
 def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
-                chunk_size: int) -> None:
+                chunk_size: int, fence: Fence | None = None) -> None:
     """Write one chunk's arrays into its region, then its done marker: the size of each
     object written (which ``status`` and ``run`` check) and its checksum bound to its key
-    and toy range (which readers and ``verify`` check), and the marker's own checksum."""
+    and toy range (which readers and ``verify`` check), the store's toy count the chunk was
+    planned for, the lease epoch of the run, and the marker's own checksum.
+
+    With ``fence`` (the lease of the run, :class:`~toyengine.store.lease.Fence`), nothing
+    is written unless the run still holds the store's lease, checked before the arrays,
+    before the marker and after it; a run that lost it gets
+    :class:`~toyengine.errors.LeaseLost`, and a marker it wrote meanwhile is withdrawn.
+    A partial last chunk (the only kind an extension reopens and grows) whose arrays were
+    written just before the loss is marked not done: the new holder may have grown it.
+    """
     loc = Location.of(store)
     c = result.chunk
+    if fence is not None:
+        fence.check()
     arrays = _writable_arrays(loc, toys, chunk_size)
     for name, arr in arrays.items():
         arr[c.variant, c.start:c.stop] = result.arrays[name]
@@ -874,12 +916,28 @@ def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
         "sizes": {name: len(got[k]) for name, k in keys.items()},  # type: ignore[arg-type]
         "digests": {name: object_digest(k, got[k], where)  # type: ignore[arg-type]
                     for name, k in keys.items()},
-        "failed": result.n_failed}
+        "failed": result.n_failed, "toys": int(toys),
+        "epoch": None if fence is None else fence.epoch}
     causes = getattr(result, "causes", None)
     if causes:  # the failures by kind, the first of each with its exception
         rec["causes"] = causes
     rec["digest"] = _marker_digest(c.index, rec)
+    if fence is None:
+        loc.write_json(marker_key(c.index), rec)
+        return
+    try:
+        fence.check()
+    except LeaseLost:
+        if c.stop % chunk_size:
+            loc.delete(marker_key(c.index))
+        raise
     loc.write_json(marker_key(c.index), rec)
+    try:
+        fence.check()
+    except LeaseLost:
+        if loc.read_json(marker_key(c.index)) == rec:
+            loc.delete(marker_key(c.index))
+        raise
 
 
 def failure_causes(markers: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -549,7 +549,12 @@ def open_results(store: str | Path | Location,
     rounds = info.loc.read_json(PRECISION_KEY)
     if rounds is not None:  # a precision-targeted run: how many rounds and toys it took
         ds.attrs["precision_rounds"] = json.dumps(rounds, sort_keys=True)
-    return ds.assign(chunk_done=("chunk", info.done()))
+    # the small string coordinates (variant names and groups, hypotheses, parameter labels)
+    # in memory: xarray's groupby and where(..., drop=True) need their values, not dask
+    # arrays; the toy arrays stay lazy
+    small = {name: ds[name].load() for name, c in ds.coords.items()
+             if c.dtype.kind in "OUST" and "toy" not in c.dims}
+    return ds.assign_coords(small).assign(chunk_done=("chunk", info.done()))
 
 
 def find_unreadable_chunk(store: str | Path | Location,

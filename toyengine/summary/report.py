@@ -410,8 +410,22 @@ def _blocks(ds: xr.Dataset) -> tuple[dict[str, list[Table]], dict[str, Any]]:
         if head is not None:
             first = sections[head][0]
             sections[head] = [replace(first, notes=(*first.notes, note)), *sections[head][1:]]
-    named = {sec: _named(sec, sections[sec]) for sec in info.sections if sections.get(sec)}
+    named = {sec: _named(sec, _with_docs_link(sec, sections[sec]))
+             for sec in info.sections if sections.get(sec)}
     return named, data
+
+
+#: where every number, label and flag of a summary section is defined
+STATISTICS_DOC = "docs/statistics.md"
+
+
+def _with_docs_link(section: str, tables: list[Table]) -> list[Table]:
+    """The section's last table with a note pointing to its part of :data:`STATISTICS_DOC`."""
+    from dataclasses import replace
+
+    last = tables[-1]
+    note = f"definitions, references and what to do about flags: {STATISTICS_DOC}#{section}"
+    return [*tables[:-1], replace(last, notes=(*last.notes, note))]
 
 
 def precision_note(ds: xr.Dataset) -> str:

@@ -289,7 +289,11 @@ class Table:
 
         def td(c: Cell, a: str, tag: str = "td") -> str:
             side = "left" if a == "l" else "right"
-            return f'<{tag} style="text-align:{side}">{html.escape(c.text)}</{tag}>'
+            text = c.text.lstrip(" ")
+            # a row key indented in text (a variant under its source) keeps its indent
+            indent = len(c.text) - len(text)
+            pad = f";padding-left:{0.7 + 0.5 * indent:g}em" if indent and a == "l" else ""
+            return f'<{tag} style="text-align:{side}{pad}">{html.escape(text)}</{tag}>'
 
         out = ['<table class="toyengine">']
         if t.title:

@@ -72,7 +72,8 @@ _LATEX_MATH = {
     "†": r"\dagger", "‡": r"\ddagger", "′": "'", "″": "''", "°": r"^\circ",
     "½": r"\frac{1}{2}", "¼": r"\frac{1}{4}", "¾": r"\frac{3}{4}", "⋯": r"\cdots",
     "✓": r"\surd", "ℓ": r"\ell", "ħ": r"\hbar", "ŝ": r"\hat{s}", "∬": r"\int\!\!\int",
-    "𝔐": "M", "𝔪": "m", "𝔴": "w", "ϱ": r"\varrho", "∅": r"\emptyset", "∆": r"\Delta", "µ": r"\mu",
+    "𝔐": "M", "𝔪": "m", "𝔴": "w", "ϱ": r"\varrho", "▸": r"\triangleright",
+    "◂": r"\triangleleft", "∅": r"\emptyset", "∆": r"\Delta", "µ": r"\mu",
     # Greek (capitals without a LaTeX command are Latin letters)
     "α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon",
     "ϵ": r"\epsilon", "ζ": r"\zeta", "η": r"\eta", "θ": r"\theta", "ϑ": r"\vartheta",

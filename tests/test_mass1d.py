@@ -242,3 +242,61 @@ def test_unitarised_profile_declared_with_mass1d_matches_tcc():
     for shift in (0.0, 0.05):
         xs = x + shift
         assert abs(decl.nll(data)(xs) - hand.nll(data)(xs)) <= 1e-9
+
+
+DROP = """
+name: drop
+kind: model_variation
+seed: 3
+toys: 2
+models:
+  m: &m
+    builder: mass1d
+    options:
+      observable: {name: mass, unit: MeV, range: [5180, 5380]}
+      parameters:
+        n_sig: 100
+        mu: {value: 5280, limits: [5250, 5310]}
+        sigma: {value: 12, limits: [2, 40]}
+        n_bkg: 500
+        bkg_c1: {value: 0.1, limits: [-1, 1]}
+        bkg_c2: {value: 0.05, limits: [-1, 1]}
+      components:
+        - {name: signal, shape: gaussian, yield: n_sig}
+        - {name: background, shape: chebyshev, yield: n_bkg, options: {order: 2},
+           params: {c: [bkg_c1, bkg_c2]}}
+  truth: *m
+generate: truth
+hypotheses: [m]
+variants:
+  - name: nominal
+    group: nominal
+  - name: pol1
+    group: background model
+    models:
+      truth:
+        options:
+          parameters: {bkg_c2: null}
+          components:
+            - {name: signal, shape: gaussian, yield: n_sig}
+            - {name: background, shape: chebyshev, yield: n_bkg, options: {order: 1},
+               params: {c: [bkg_c1]}}
+"""
+
+
+def test_a_variant_drops_a_declared_mass1d_parameter_with_null():
+    """``parameters: {name: null}`` in a variant's options removes a declared parameter
+    (docs/study-format.md, "Dropping a declared parameter in a variant")."""
+    from toyengine.study.spec import build_model
+
+    spec = StudySpec.from_text(DROP)
+    nominal, pol1 = (build_model(spec, v, "truth") for v in spec.variants)
+    assert "bkg_c2" in nominal.parameters.names
+    assert "bkg_c2" not in pol1.parameters.names and "bkg_c1" in pol1.parameters.names
+    # a component still reading the dropped parameter is refused with one line naming it
+    bad = DROP.replace("options: {order: 1},\n               params: {c: [bkg_c1]}",
+                       "options: {order: 2},\n               params: {c: [bkg_c1, bkg_c2]}")
+    assert bad != DROP
+    with pytest.raises(SpecError) as err:
+        StudySpec.from_text(bad)
+    assert "bkg_c2" in str(err.value) and "\n" not in str(err.value)

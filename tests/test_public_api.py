@@ -9,9 +9,9 @@ def test_public_api():
     assert set(toyengine.__all__) == {
         "Constraint", "FitResult", "ModelError", "Parameter", "ParameterSet",
         "RunReport", "SpecError", "StoreError", "StudySpec", "ToyEngineError", "__version__",
-        "fit", "load_spec", "open_results", "run_study",
+        "fit", "load_spec", "open_results", "run_study", "toy_data",
     }
-    assert len(toyengine.__all__) <= 15
+    assert len(toyengine.__all__) <= 16
 
 
 def test_layers_import_down_only():

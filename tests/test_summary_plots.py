@@ -116,3 +116,40 @@ def test_missing_matplotlib_gives_actionable_error(monkeypatch, tmp_path):
     with pytest.raises(MissingDependencyError, match=r"pip install 'toyengine\[plot\]'") as exc:
         write_plots(_variation_ds(), tmp_path)
     assert isinstance(exc.value, ToyEngineError) and isinstance(exc.value, ImportError)
+
+
+def test_report_plots_say_what_they_leave_out():
+    """The tail panel's axis is t; a Gaussian is not drawn over clearly non-Gaussian pulls;
+    pulls beyond ±5 are counted on the panel; the nominal fit bias does not set the
+    systematic panel's scale."""
+    ds = _significance_ds()
+    fig = plot_t_distribution(ds, log=False)
+    assert fig.axes[1].get_xlabel() == "t"
+    # n_sig: Gaussian pulls; mass: a two-point (clearly non-Gaussian) distribution with 3
+    # pulls beyond ±5
+    rng = np.random.default_rng(3)
+    n = 400
+    value = np.empty((1, n, 1, 2))
+    value[0, :, 0, 0] = rng.normal(0, 1, n)
+    value[0, :, 0, 1] = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    value[0, :3, 0, 1] = [7.0, -8.0, 6.0]
+    pulls = make_results_dataset(params=["n_sig", "mass"], hypotheses=["nominal"],
+                                 value=value, error=np.ones_like(value),
+                                 truth=np.zeros((1, 2)))
+    fig = plot_pulls(pulls)
+    gauss, two_point = fig.axes[:2]
+    labels = [line.get_label() for line in gauss.get_lines()]
+    assert any(lb.startswith("μ =") for lb in labels)  # the Gaussian fit is drawn
+    assert not [t for t in gauss.texts if "beyond" in t.get_text()]
+    fitted = [ln for ln in two_point.get_lines() if ln.get_label().startswith("μ =")]
+    assert len(fitted) == 1 and len(fitted[0].get_xdata()) == 0  # legend entry, no curve
+    assert "not Gaussian" in fitted[0].get_label()
+    (note,) = [t.get_text() for t in two_point.texts if "beyond" in t.get_text()]
+    assert note.startswith("3 pull(s) beyond ±5")
+    # systematics: a nominal fit bias 100x the variants' shifts is clipped at the edge
+    vds = _variation_ds()
+    vds["value"][0] = vds["value"][0] + 30.0
+    st = systematic_table(vds)
+    fig = plot_systematics(st)
+    _, hi = fig.axes[0].get_xlim()
+    assert hi < 10.0 and [t for t in fig.axes[0].texts if "fit bias" in t.get_text()]

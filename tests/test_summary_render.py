@@ -256,3 +256,18 @@ def test_lazy_zarr_store_gives_identical_summary(tmp_path, kind):
     lazy = xr.open_zarr(tmp_path / "s.zarr")
     assert lazy["value"].chunks is not None
     assert render_summary(lazy, "json") == render_summary(ds, "json")
+
+
+def test_html_keeps_variant_indentation_and_rows_on_one_line():
+    """In the HTML report a variant stays indented under its source, and cells do not wrap."""
+    from toyengine.summary.html import _CSS
+
+    t = Table(title="t", headers=(Cell.of("Source"), Cell.of("x")),
+              rows=((Cell.of("resolution"), Cell.of("1")), (Cell.of("    apollonios"),
+                                                            Cell.of("2"))),
+              csv_header=("source", "x"), csv_rows=(("resolution", 1), ("apollonios", 2)),
+              align="lr")
+    out = t.to_html()
+    assert '<td style="text-align:left">resolution</td>' in out
+    assert '<td style="text-align:left;padding-left:2.7em">apollonios</td>' in out
+    assert "white-space: nowrap" in _CSS

@@ -5,6 +5,7 @@
 >>> report = toyengine.run_study(spec, "out/pulls.zarr", workers=2)   # doctest: +SKIP
 >>> ds = toyengine.open_results("out/pulls.zarr")                     # doctest: +SKIP
 >>> ds.toys.pulls()                                                   # doctest: +SKIP
+>>> data = toyengine.toy_data(spec, toy=3)      # the data set toy 3 fitted  # doctest: +SKIP
 
 Everything else is reachable by module, one folder per layer (imports point down only):
 :mod:`toyengine.core` (parameters, lineshapes, the 1-D and Dalitz models, the fitter) ←
@@ -35,6 +36,7 @@ _LAZY = {
     "open_results": "store",
     "StudySpec": "study.spec",
     "load_spec": "study.spec",
+    "toy_data": "study.recipe",
 }
 #: names that hand out Datasets: loading them registers the ``ds.toys`` accessor too
 _WITH_ACCESSOR = frozenset({"open_results", "run_study"})
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from .errors import ModelError, SpecError, StoreError, ToyEngineError
     from .run.runner import RunReport, run_study
     from .store import open_results
+    from .study.recipe import toy_data
     from .study.spec import StudySpec, load_spec
 
 
@@ -78,6 +81,7 @@ __all__ = [
     "load_spec",
     "open_results",
     "run_study",
+    "toy_data",
 ]
 
 

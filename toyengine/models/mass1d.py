@@ -443,6 +443,9 @@ def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = N
     lo, hi = observable.lo, observable.hi
 
     pdecl = opts["parameters"]
+    if isinstance(pdecl, Mapping):
+        # ``name: null`` (a variant's patch) drops a declared parameter, as for ``tcc``
+        pdecl = {n: d for n, d in pdecl.items() if d is not None}
     if not isinstance(pdecl, Mapping) or not pdecl:
         raise OptionError("parameters", pdecl, "a non-empty mapping name -> declaration")
     declared = {str(n): _parameter(str(n), d, f"parameters.{n}") for n, d in pdecl.items()}

@@ -1129,7 +1129,12 @@ def open_checked_store(info: StoreInfo, chk: StoreCheck
                     raise StoreError(msg)
                 checked._read.add(key)
 
-    return ds.assign(chunk_done=("chunk", chk.done)), verify_unread
+    # the small string coordinates (variant names and groups, hypotheses, parameter labels)
+    # in memory: xarray's groupby and where(..., drop=True) need their values, not dask
+    # arrays; the toy arrays stay lazy
+    small = {name: ds[name].load() for name, c in ds.coords.items()
+             if c.dtype.kind in "OUST" and "toy" not in c.dims}
+    return ds.assign_coords(small).assign(chunk_done=("chunk", chk.done)), verify_unread
 
 
 def repair_store(store: str | Path | Location,

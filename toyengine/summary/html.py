@@ -30,11 +30,15 @@ from .report import summary_tables
 __all__ = ["render_html", "write_report"]
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 90em; color: #222;
+       padding: 0 1em; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
 table.toyengine, table.prov { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 table.toyengine caption { font-weight: bold; text-align: left; padding: 0.3em 0; }
 table.toyengine th, table.toyengine td, table.prov td { padding: 0.2em 0.7em; }
+table.toyengine thead th, table.toyengine tbody td { white-space: nowrap; }
+div.scroll { overflow-x: auto; }
+table.toyengine tfoot td { white-space: normal; }
 table.toyengine thead th { border-top: 2px solid #222; border-bottom: 1px solid #222; }
 table.toyengine tbody tr:last-child td { border-bottom: 2px solid #222; }
 table.prov td:first-child { color: #555; }
@@ -128,7 +132,9 @@ def _figures(ds: xr.Dataset) -> list[tuple[str, Any]]:
     if kind.systematic:
         try:
             out.append(("Systematic shifts per variant with their toy statistical errors; "
-                        "dashed: ± the total", plot_systematics(ds)))
+                        "dashed: ± the total; the nominal ensemble's fit bias is clipped at "
+                        "the edge (value written) when it is larger than the systematics",
+                        plot_systematics(ds)))
         except SummaryError:
             pass
     if ds.attrs.get("h0") and ds.attrs.get("h1") and (kind.toy_test
@@ -140,7 +146,9 @@ def _figures(ds: xr.Dataset) -> list[tuple[str, Any]]:
         gen = generating_hypothesis(ds) if kind.toy_test else None
         table = pull_summary(ds, hypothesis=gen)
         for h in dict.fromkeys(r.hypothesis for r in table.rows if r.variant == 0):
-            out.append((f"Pulls of the {h} fit with the Gaussian ML fit; dashed: N(0, 1)",
+            out.append((f"Pulls of the {h} fit with the Gaussian ML fit (not drawn where "
+                        "Shapiro–Wilk rejects a Gaussian); dashed: N(0, 1); pulls beyond ±5 "
+                        "are counted on the panel",
                         plot_pulls(ds, hypothesis=h)))
     return out
 
@@ -176,7 +184,8 @@ def render_html(ds: xr.Dataset, store: str | Path | Location | None = None) -> s
         "first; parameters as label [unit] in the models' units.</p>",
         "<h2>Summary</h2>",
     ]
-    parts.extend(t.to_html() for t in summary_tables(ds))
+    # one table row per line (no wrapping inside a cell); a table wider than the page scrolls
+    parts.extend(f'<div class="scroll">{t.to_html()}</div>' for t in summary_tables(ds))
     parts.append("<h2>Plots</h2>")
     try:
         with _style() as style_name:

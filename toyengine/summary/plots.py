@@ -117,14 +117,14 @@ def plot_t_distribution(
     lo_b = np.where(k > 0, stats.beta.ppf(a / 2, np.maximum(k, 1), n - k + 1), 0.0)
     hi_b = np.where(k < n, stats.beta.ppf(1 - a / 2, k + 1, np.maximum(n - k, 1)), 1.0)
     ax2.fill_between(grid, lo_b, hi_b, color="C0", alpha=0.25, step="post", lw=0)
-    ax2.step(grid, p_toy, where="post", color="C0", label="toys P(t ≥ x) ± CP 68%")
+    ax2.step(grid, p_toy, where="post", color="C0", label="toys P(t_toy ≥ t) ± CP 68%")
     xs = np.linspace(max(lo, 0.0), hi, 400)
     for style, lab, kk, sc, norm in curves:
         ax2.plot(xs, norm * stats.chi2.sf(xs, kk, scale=sc), style, label=lab)
     ax2.set_yscale("log")
     ax2.set_ylim(max(0.3 / n, 1e-12), 1.5)
-    ax2.set_xlabel("x")
-    ax2.set_ylabel("tail probability P(t ≥ x)")
+    ax2.set_xlabel("t")
+    ax2.set_ylabel("tail probability P(t_toy ≥ t)")
     for a_ in (ax, ax2):
         if math.isfinite(summ.observed_t):
             a_.axvline(
@@ -135,6 +135,28 @@ def plot_t_distribution(
         ax.set_yscale("log")
     _save(fig, path)
     return fig
+
+
+#: pull histograms span ±PULL_RANGE; pulls beyond are counted on the plot
+PULL_RANGE = 5.0
+
+
+class _Normality:
+    """Shapiro–Wilk test of normality (S. S. Shapiro and M. B. Wilk, Biometrika 52 (1965)
+    591); truthy unless normality is rejected at 1e-3 (or fewer than 8 values)."""
+
+    def __init__(self, pvalue: float) -> None:
+        self.pvalue = pvalue
+
+    def __bool__(self) -> bool:
+        return not self.pvalue < 1e-3
+
+
+def _looks_gaussian(g: np.ndarray) -> _Normality:
+    if g.size < 8 or np.ptp(g) == 0:
+        return _Normality(math.nan)
+    sample = g if g.size <= 5000 else np.random.default_rng(0).choice(g, 5000, replace=False)
+    return _Normality(float(stats.shapiro(sample).pvalue))
 
 
 def plot_pulls(
@@ -174,19 +196,25 @@ def plot_pulls(
         e = err.sel(param=r.param).values
         m = ok & np.isfinite(x) & np.isfinite(e) & (e > 0)
         g = (x[m] - r.truth) / e[m]
-        edges = np.linspace(-5, 5, bins + 1)
+        edges = np.linspace(-PULL_RANGE, PULL_RANGE, bins + 1)
         ax.hist(g, bins=edges, histtype="stepfilled", alpha=0.4, color="C0")
-        xx = np.linspace(-5, 5, 300)
+        xx = np.linspace(-PULL_RANGE, PULL_RANGE, 300)
         w = (edges[1] - edges[0]) * g.size
-        if g.size > 1:
-            ax.plot(
-                xx,
-                w * stats.norm.pdf(xx, r.pull_mean, r.pull_width),
-                "C1-",
-                label=f"μ = {r.pull_mean:.3f} ± {r.pull_mean_err:.3f}\n"
-                f"σ = {r.pull_width:.3f} ± {r.pull_width_err:.3f}",
-            )
+        stats_text = (f"μ = {r.pull_mean:.3f} ± {r.pull_mean_err:.3f}\n"
+                      f"σ = {r.pull_width:.3f} ± {r.pull_width_err:.3f}")
+        gaussian = _looks_gaussian(g)
+        if g.size > 1 and gaussian:
+            ax.plot(xx, w * stats.norm.pdf(xx, r.pull_mean, r.pull_width), "C1-",
+                    label=stats_text)
+        elif g.size > 1:  # a Gaussian over a clearly non-Gaussian histogram would mislead
+            ax.plot([], [], " ", label=f"{stats_text}\nnot Gaussian (Shapiro–Wilk "
+                                       f"p = {gaussian.pvalue:.1g}): no fit drawn")
         ax.plot(xx, w * stats.norm.pdf(xx), "k--", lw=0.8, label="N(0, 1)")
+        beyond = int(np.count_nonzero(np.abs(g) > PULL_RANGE))
+        if beyond:
+            ax.text(0.02, 0.97, f"{beyond} pull(s) beyond ±{PULL_RANGE:g} not shown\n"
+                    f"(min {g.min():.3g}, max {g.max():.3g})", transform=ax.transAxes,
+                    va="top", fontsize=7, color="C3")
         ax.set_xlabel(f"pull of {labels.get(r.param, r.param)}  (x̂ − truth)/σ̂")
         ax.set_ylabel(f"toys / {edges[1] - edges[0]:.2g}")
         ax.set_title(
@@ -197,6 +225,26 @@ def plot_pulls(
         ax.set_visible(False)
     _save(fig, path)
     return fig
+
+
+def _clip_fit_bias(ax: Any, st: SystTable, sh: np.ndarray, er: np.ndarray, tot: float,
+                   y: np.ndarray) -> None:
+    """Scale a panel to the systematic variants: the nominal ensemble's bar (its fit bias,
+    not a systematic) is clipped at the edge with its value written, when it is larger."""
+    nominal = np.array([vs.group == "nominal" for vs in st.variants])
+    reach = np.abs(sh) + np.where(np.isfinite(er), er, 0.0)
+    others = reach[~nominal & np.isfinite(reach)]
+    lim = max([*others, tot if math.isfinite(tot) else 0.0], default=0.0) * 1.2
+    big = nominal & np.isfinite(sh) & (reach > lim)
+    if lim <= 0 or not big.any():
+        return
+    ax.set_xlim(-lim, lim)
+    for i in np.flatnonzero(big):
+        side = 1.0 if sh[i] > 0 else -1.0
+        ax.text(side * 0.97 * lim, y[i], f"fit bias {sh[i]:.3g} ▸" if side > 0
+                else f"◂ fit bias {sh[i]:.3g}", ha="right" if side > 0 else "left",
+                va="center", fontsize=9, color="k", zorder=5,
+                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
 
 
 def plot_systematics(
@@ -217,7 +265,7 @@ def plot_systematics(
     per_variant = len(st.variants) <= max_variants
     nrows = len(st.variants) if per_variant else len(st.rows) + len(st.separate)
     npar = len(st.params)
-    fig = _figure((4.2 * npar + 1.8, 0.32 * max(nrows, 3) + 1.8))
+    fig = _figure((4.2 * npar + 2.6, 0.42 * max(nrows, 3) + 1.8))
     axes = fig.subplots(1, npar, squeeze=False, sharey=True)[0]
     y = np.arange(nrows)
     if per_variant:
@@ -250,13 +298,15 @@ def plot_systematics(
         if math.isfinite(tot):
             for s in (-1, 1):
                 ax.axvline(s * tot, color="k", ls="--", lw=0.8)
+        if per_variant:
+            _clip_fit_bias(ax, st, sh, er, tot, y)
         ax.axvline(0.0, color="k", lw=0.6)
         unit = f" [{st.units[p]}]" if p in st.units else ""
         ax.set_xlabel(f"shift of {p}{unit}")
         ax.set_ylabel("")
-    axes[0].set_yticks(y, labels, fontsize=7)
+    axes[0].set_yticks(y, labels, fontsize=10)
     axes[0].invert_yaxis()
-    fig.suptitle(f"Systematic shifts (vs {st.relative_to}); dashed: ± total", fontsize=9)
+    fig.suptitle(f"Systematic shifts (vs {st.relative_to}); dashed: ± total", fontsize=11)
     _save(fig, path)
     return fig
 

@@ -496,7 +496,8 @@ def _blocks(ds: xr.Dataset, max_failed: float = MAX_FAILED_FRACTION
     # never a headline from nothing: the first line says when the numbers are not a result
     data["warning"] = trust_warning(ds, max_failed=max_failed, n_used=n_used,
                                     lost_fraction=lost) or None
-    named = {sec: _named(sec, sections[sec]) for sec in info.sections if sections.get(sec)}
+    named = {sec: _named(sec, _with_docs_link(sec, sections[sec]))
+             for sec in info.sections if sections.get(sec)}
     return named, data
 
 
@@ -512,6 +513,19 @@ def _add_shift_definitions(ds: xr.Dataset, sections: dict[str, list[Table]],
         return
     sections["shift_definitions"] = sd.tables()
     data["shift_definitions"] = sd.to_records()
+
+
+#: where every number, label and flag of a summary section is defined
+STATISTICS_DOC = "docs/statistics.md"
+
+
+def _with_docs_link(section: str, tables: list[Table]) -> list[Table]:
+    """The section's last table with a note pointing to its part of :data:`STATISTICS_DOC`."""
+    from dataclasses import replace
+
+    last = tables[-1]
+    note = f"definitions, references and what to do about flags: {STATISTICS_DOC}#{section}"
+    return [*tables[:-1], replace(last, notes=(*last.notes, note))]
 
 
 def precision_note(ds: xr.Dataset) -> str:

@@ -13,6 +13,7 @@ import csv
 import html
 import io
 import textwrap
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -40,7 +41,9 @@ class Cell(NamedTuple):
         return cls(text, latex if latex is not None else latex_escape(text))
 
 
-_LATEX_ESCAPES = {
+#: ASCII characters that are special in LaTeX text mode (``<``, ``>`` and ``|`` print as
+#: other glyphs in the default OT1 font encoding, so they are set in math)
+_LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
     "%": r"\%",
@@ -51,31 +54,122 @@ _LATEX_ESCAPES = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
-    "−": "$-$",
-    "±": r"$\pm$",
-    "σ": r"$\sigma$",
-    "∞": r"$\infty$",
-    "—": "--",
-    "⟨": r"$\langle$",
-    "⟩": r"$\rangle$",
-    "χ": r"$\chi$",
-    "²": r"$^2$",
-    "δ": r"$\delta$",
-    "Γ": r"$\Gamma$",
-    "φ": r"$\varphi$",
-    "π": r"$\pi$",
-    "η": r"$\eta$",
-    "θ": r"$\theta$",
-    "μ": r"$\mu$",
-    "′": r"$'$",
-    "⁺": r"$^{+}$",
-    "⁻": r"$^{-}$",
+    "<": r"$<$",
+    ">": r"$>$",
+    "|": r"$|$",
 }
+#: Unicode characters as LaTeX math (wrapped in ``$...$``), for plain pdflatex with no
+#: Unicode input support: every non-ASCII character a summary prints must be here
+_LATEX_MATH = {
+    "−": "-", "±": r"\pm", "∓": r"\mp", "×": r"\times", "·": r"\cdot", "÷": r"\div",
+    "∞": r"\infty", "⟨": r"\langle", "⟩": r"\rangle", "√": r"\surd", "∂": r"\partial",
+    "∫": r"\int", "∑": r"\sum", "∏": r"\prod", "∝": r"\propto", "∈": r"\in",
+    "∉": r"\notin", "≡": r"\equiv", "≈": r"\approx", "≃": r"\simeq", "∼": r"\sim",
+    "≠": r"\neq", "≤": r"\leq", "≥": r"\geq",
+    "≲": r"\stackrel{<}{\sim}", "≳": r"\stackrel{>}{\sim}",
+    "≪": r"\ll", "≫": r"\gg", "→": r"\to", "←": r"\leftarrow", "↔": r"\leftrightarrow",
+    "⇒": r"\Rightarrow", "⇔": r"\Leftrightarrow", "⊗": r"\otimes", "⊕": r"\oplus",
+    "†": r"\dagger", "‡": r"\ddagger", "′": "'", "″": "''", "°": r"^\circ",
+    "½": r"\frac{1}{2}", "¼": r"\frac{1}{4}", "¾": r"\frac{3}{4}", "⋯": r"\cdots",
+    "✓": r"\surd", "ℓ": r"\ell", "ħ": r"\hbar", "ŝ": r"\hat{s}", "∬": r"\int\!\!\int",
+    "𝔐": "M", "𝔪": "m", "𝔴": "w", "ϱ": r"\varrho", "▸": r"\triangleright",
+    "◂": r"\triangleleft", "∅": r"\emptyset", "∆": r"\Delta", "µ": r"\mu",
+    # Greek (capitals without a LaTeX command are Latin letters)
+    "α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon",
+    "ϵ": r"\epsilon", "ζ": r"\zeta", "η": r"\eta", "θ": r"\theta", "ϑ": r"\vartheta",
+    "ι": r"\iota", "κ": r"\kappa", "λ": r"\lambda", "μ": r"\mu", "ν": r"\nu", "ξ": r"\xi",
+    "ο": "o", "π": r"\pi", "ρ": r"\rho", "σ": r"\sigma", "ς": r"\varsigma", "τ": r"\tau",
+    "υ": r"\upsilon", "φ": r"\varphi", "ϕ": r"\phi", "χ": r"\chi", "ψ": r"\psi",
+    "ω": r"\omega", "Α": "A", "Β": "B", "Γ": r"\Gamma", "Δ": r"\Delta", "Ε": "E", "Ζ": "Z",
+    "Η": "H", "Θ": r"\Theta", "Ι": "I", "Κ": "K", "Λ": r"\Lambda", "Μ": "M", "Ν": "N",
+    "Ξ": r"\Xi", "Ο": "O", "Π": r"\Pi", "Ρ": "P", "Σ": r"\Sigma", "Τ": "T",
+    "Υ": r"\Upsilon", "Φ": r"\Phi", "Χ": "X", "Ψ": r"\Psi", "Ω": r"\Omega",
+}
+# super- and subscript digits and signs
+_LATEX_MATH.update({c: "^{" + r + "}" for c, r in zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "0123456789+-=()ni",
+                                                      strict=True)})
+_LATEX_MATH.update({c: "_{" + r + "}" for c, r in zip("₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₛᵢₐₑₒₓ",
+                                                      "0123456789+-=()siaeox", strict=True)})
+#: Unicode characters as LaTeX text
+_LATEX_TEXT = {
+    "—": "---", "–": "--", "…": r"\ldots{}", "‘": "`", "’": "'", "“": "``", "”": "''",
+    "\u00a0": "~", "\u2009": r"\,", "\u202f": r"\,", "é": r"\'e", "è": r"\`e", "ä": r"\"a",
+    "ö": r"\"o", "ü": r"\"u", "Å": r"\AA{}", "ß": r"\ss{}",
+}
+#: combining accents: applied (in math) to the character before them
+_LATEX_ACCENTS = {"\u0302": r"\hat", "\u0304": r"\bar", "\u0303": r"\tilde", "\u0307": r"\dot"}
+
+
+def _latex_token(c: str) -> tuple[bool, str]:
+    """``(is_math, latex)`` of one character."""
+    if c in _LATEX_MATH:
+        return True, _LATEX_MATH[c]
+    if c in _LATEX_SPECIAL:
+        t = _LATEX_SPECIAL[c]
+        return (True, t[1:-1]) if t.startswith("$") else (False, t)
+    if c in _LATEX_TEXT:
+        return False, _LATEX_TEXT[c]
+    if c.isascii():
+        return False, c
+    # anything else: its compatibility decomposition if that is ASCII, else a visible marker
+    # (pdflatex without Unicode input support would stop on the raw character)
+    plain = unicodedata.normalize("NFKD", c).encode("ascii", "ignore").decode()
+    return False, plain or "?"
 
 
 def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters and map the few Unicode symbols we print."""
-    return "".join(_LATEX_ESCAPES.get(c, c) for c in text)
+    """Escape LaTeX special characters and map every non-ASCII symbol to plain LaTeX.
+
+    The result is ASCII: it compiles with ``pdflatex`` and no Unicode input package.
+    Greek letters, super- and subscripts (``χ²``, ``T_cc⁺``, ``ν₊``, ``Φ⁻¹``), mathematical
+    signs (``±``, ``≥``, ``√``, ``†``, ``½``) and combining accents (``θ̂``) become math, one
+    ``$...$`` per run of them; ``<``, ``>`` and ``|`` too (in text mode they print as other
+    glyphs).
+    """
+    tokens: list[tuple[bool, str]] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        accents = []
+        while i + 1 < len(text) and text[i + 1] in _LATEX_ACCENTS:
+            accents.append(_LATEX_ACCENTS[text[i + 1]])
+            i += 1
+        if c in _LATEX_ACCENTS:  # an accent with nothing before it
+            tokens.append((True, _LATEX_ACCENTS[c] + "{}"))
+        elif accents:
+            base = _LATEX_MATH.get(c, c if c.isascii() and c.isalnum() else "{}")
+            for a in accents:
+                base = a + "{" + base + "}"
+            tokens.append((True, base))
+        else:
+            tokens.append(_latex_token(c))
+        i += 1
+    out: list[str] = []
+    math: list[str] = []
+
+    def flush() -> None:
+        if math:
+            run, prev = "", ""
+            for m in math:
+                if m[:2] in ("^{", "_{") and prev[:2] == m[:2]:
+                    # one script: ``^{-}`` + ``^{1}`` is ``^{-1}`` (two would be an error)
+                    run, m = run[:-1] + m[2:], prev[:-1] + m[2:]
+                else:
+                    if run and run[-1].isalpha() and m[0].isalpha():
+                        run += " "
+                    run += m
+                prev = m
+            out.append("$" + run + "$")
+            math.clear()
+
+    for is_math, t in tokens:
+        if is_math:
+            math.append(t)
+        else:
+            flush()
+            out.append(t)
+    flush()
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -196,7 +290,11 @@ class Table:
 
         def td(c: Cell, a: str, tag: str = "td") -> str:
             side = "left" if a == "l" else "right"
-            return f'<{tag} style="text-align:{side}">{html.escape(c.text)}</{tag}>'
+            text = c.text.lstrip(" ")
+            # a row key indented in text (a variant under its source) keeps its indent
+            indent = len(c.text) - len(text)
+            pad = f";padding-left:{0.7 + 0.5 * indent:g}em" if indent and a == "l" else ""
+            return f'<{tag} style="text-align:{side}{pad}">{html.escape(text)}</{tag}>'
 
         out = ['<table class="toyengine">']
         if t.title:

@@ -690,8 +690,20 @@ def _first_submission(cluster: Any, jobs: int) -> None:
                 job.status = Status.failed
                 del cluster.workers[name]
                 cluster.worker_spec.pop(name, None)
-        msg = f"submitting the {jobs} worker job(s) failed:\n{exc}"
+        msg = f"submitting the {jobs} worker job(s) failed: {_command_error(exc)}"
         raise ClusterError(msg) from exc
+
+
+def _command_error(exc: BaseException) -> str:
+    """One line from dask-jobqueue's error of a failed submit command: what the command
+    wrote on stderr (e.g. ``sbatch: error: invalid partition specified: nope``), else the
+    whole message, joined with ``; ``."""
+    text = str(exc)
+    if "stderr:" in text:
+        lines = [x.strip() for x in text.split("stderr:", 1)[1].splitlines() if x.strip()]
+        if lines:
+            return "; ".join(lines)
+    return " ".join(text.split())
 
 
 class _JobKeeper:
@@ -846,11 +858,10 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
 def _run_on_farm(spec: Any, store: str | Path, s: SubmitSettings, security: Any,
                  chunk_size: int | None, progress: TextIO | None, yes: bool) -> Any:
     """Start the batch cluster, submit the jobs, run the study, cancel the jobs."""
+    from dask.utils import parse_timedelta
     from distributed import Client
 
     from .runner import run_study
-
-    from dask.utils import parse_timedelta
 
     system = s.system
     cluster = batch_cluster(s, security=security)

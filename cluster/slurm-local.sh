@@ -77,13 +77,14 @@ stop_daemon() {
 
 # processes of the jobs of this SLURM: their environment names our slurm.conf
 job_pids() {
-    local e pid
+    local e pid env
     for e in /proc/[0-9]*/environ; do
         pid=${e#/proc/}; pid=${pid%/environ}
         [[ $pid == "$$" ]] && continue
-        tr '\0' '\n' < "$e" 2>/dev/null | grep -qxF "SLURM_CONF=$CONF" || continue
+        env=$( { tr '\0' '\n' < "$e"; } 2>/dev/null ) || continue
+        grep -qxF "SLURM_CONF=$CONF" <<< "$env" || continue
         # only job steps (they have SLURM_JOB_ID), not a shell that merely exported it
-        tr '\0' '\n' < "$e" 2>/dev/null | grep -q '^SLURM_JOB_ID=' && echo "$pid"
+        grep -q '^SLURM_JOB_ID=' <<< "$env" && echo "$pid"
     done
     return 0
 }

@@ -245,7 +245,7 @@ def test_preempted_and_wall_time_killed_jobs_are_replaced(slurm: Slurm, referenc
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
         subprocess.run(["scancel", a], check=True, timeout=30, env=slurm.env(name))
-        out, err = proc.communicate(timeout=240)
+        _out, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
             proc.kill()

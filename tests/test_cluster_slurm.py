@@ -5,7 +5,8 @@ The session fixture starts munged, slurmctld and slurmd with ``cluster/slurm-loc
 and stops them at the end. Every campaign is compared bit for bit with one local run of
 the same study (same seed and chunk size): a plain 2-job submission over TLS, worker
 ``--lifetime`` retirement, a pre-empted (``scancel``) job and one killed by its wall time,
-a failing ``sbatch``, a queue that starts nothing, and the client killed mid-campaign. Each
+a failing ``sbatch``, a queue that starts nothing, and the client killed mid-campaign
+(SIGTERM, SIGHUP, SIGKILL) and the campaign resumed. Each
 test checks that no job of it is left in ``squeue``.
 
 Without the SLURM and MUNGE executables the tests skip with one reason; with
@@ -317,15 +318,21 @@ def test_queue_that_starts_nothing_times_out(slurm: Slurm, tmp_path: Path) -> No
         subprocess.run(["scancel", blocker], timeout=30, env=env)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_client_killed_cancels_its_jobs_and_rerun_resumes(slurm: Slurm, reference: Path,
-                                                          tmp_path: Path, sig: int) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
+                         ids=["SIGTERM", "SIGHUP", "SIGKILL"])
+def test_client_killed_leaves_no_jobs_and_rerun_resumes(slurm: Slurm, reference: Path,
+                                                        tmp_path: Path, sig: int) -> None:
+    """SIGTERM / SIGHUP: toyengine cancels its jobs and exits 130. SIGKILL: nothing can
+    cancel them, so each worker ends itself (and its job) after ``death-timeout``
+    seconds without a scheduler (10 s here). Either way ``squeue`` empties and the same
+    command resumes the store."""
     store = tmp_path / "farm.zarr"
     name = f"te-kill-{sig.name}"
+    env = slurm.env(name, DASK_JOBQUEUE__SLURM__DEATH_TIMEOUT="10")
     proc = subprocess.Popen(_submit_args(store, "--jobs", "2", "--walltime", "00:10:00",
                                          "--wait-timeout", "120", "--quiet"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=slurm.env(name), cwd=tmp_path)
+                            env=env, cwd=tmp_path)
     try:
         t0 = time.monotonic()
         while _done(store) < 3 and proc.poll() is None and time.monotonic() - t0 < 120:
@@ -338,14 +345,21 @@ def test_client_killed_cancels_its_jobs_and_rerun_resumes(slurm: Slurm, referenc
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err.strip().splitlines()[-1]
-    assert slurm.wait_empty(name, 20) == []  # cancelled by the client, not orphaned
-    assert sorted(j["JobState"] for j in slurm.ended(name).values()) == ["CANCELLED"] * 2
+    if sig == signal.SIGKILL:
+        assert proc.returncode == -signal.SIGKILL
+        # 10 s death timeout + the worker's reconnection attempts + KillWait margin
+        assert slurm.wait_empty(name, 45) == []
+        assert "CANCELLED" not in {j["JobState"] for j in slurm.ended(name).values()}
+    else:
+        assert proc.returncode == 130, err
+        assert "interrupted" in err.strip().splitlines()[-1]
+        assert slurm.wait_empty(name, 20) == []  # cancelled by the client, not orphaned
+        assert sorted(j["JobState"] for j in slurm.ended(name).values()) == \
+            ["CANCELLED"] * 2
     partial = _done(store)
     assert 0 < partial < TOYS // CHUNK
     r = _submit(slurm, name, store, "--jobs", "2", "--walltime", "00:10:00",
-                "--wait-timeout", "120")
+                "--wait-timeout", "120", env=env)
     assert r.returncode == 0, f"{r.stderr}\n{_job_logs(tmp_path)}"
     # resumed, not restarted
     assert f"resuming: {partial}/{TOYS // CHUNK} chunks already done" in r.stderr, r.stderr

@@ -206,18 +206,19 @@ def test_submit_two_jobs_over_tls(slurm: Slurm, reference: Path, tmp_path: Path)
 
 def test_lifetime_retires_workers_and_jobs_are_replaced(slurm: Slurm, reference: Path,
                                                        tmp_path: Path) -> None:
-    """--lifetime 6s (wall time 1 min): the workers retire gracefully long before the wall
+    """--lifetime 5s (wall time 1 min): the workers retire gracefully long before the wall
     time, their jobs end (cancelled by toyengine once their workers have left: a retired
-    worker's nanny lingers) and fresh jobs replace them until the study is done."""
-    r = _submit(slurm, "te-life", tmp_path / "farm.zarr", "--jobs", "2", "--walltime",
-                "00:01:00", "--lifetime", "6s", "--wait-timeout", "120")
+    worker's nanny lingers) and fresh jobs replace them until the study is done. One job
+    at a time, so that the study (~10 s of CPU) surely outlasts the first worker."""
+    r = _submit(slurm, "te-life", tmp_path / "farm.zarr", "--jobs", "1", "--walltime",
+                "00:01:00", "--lifetime", "5s", "--wait-timeout", "120")
     assert r.returncode == 0, f"{r.stderr}\n{_job_logs(tmp_path)}"
     assert_same_store(reference, tmp_path / "farm.zarr")
     logs = "".join(f.read_text() for f in tmp_path.glob("slurm-*.out"))
     assert "Reason: worker-lifetime-reached" in logs  # retired, not killed
     states = [j["JobState"] for j in slurm.ended("te-life").values()]
     assert "TIMEOUT" not in states and "DUE TO TIME LIMIT" not in logs, states
-    assert len(states) >= 3 and r.stderr.count("submitting a replacement") >= 1, states
+    assert len(states) >= 2 and r.stderr.count("submitting a replacement") >= 1, states
     assert slurm.wait_empty("te-life", 30) == []
 
 
@@ -256,7 +257,9 @@ def test_preempted_and_wall_time_killed_jobs_are_replaced(slurm: Slurm, referenc
     assert ended[a]["JobState"] == "CANCELLED" and ended[b]["JobState"] == "TIMEOUT", ended
     assert ended[b]["TimeLimit"] == "1"
     assert "DUE TO TIME LIMIT" in (tmp_path / f"slurm-{b}.out").read_text()
-    assert len(ended) >= 3 and err.count("submitting a replacement") >= 2, err
+    # A's replacement ran the rest, B's chunk included (B's own replacement may come
+    # after the study ended: it was not needed)
+    assert len(ended) >= 3 and err.count("submitting a replacement") >= 1, err
     assert_same_store(reference, store)
     assert slurm.wait_empty(name, 30) == []
 

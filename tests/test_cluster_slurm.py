@@ -37,7 +37,9 @@ from toyengine.store import StoreInfo
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cluster" / "slurm-local.sh"
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
-TOYS, SEED, CHUNK = 6000, 5, 200  # 30 chunks of ~0.4 s: about 6 s of work on 2 workers
+# 60 chunks of 0.15-0.5 s (0.7-2.5 ms per toy, unloaded to loaded machine): 8-30 s of work
+# for one worker, which a 5 s worker lifetime cannot outlast
+TOYS, SEED, CHUNK = 12000, 5, 200
 COMMANDS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
 COMPARED = ["value", "error", "nll", "valid", "edm", "nfcn", "status", "gof", "n_events",
             "truth", "reference", "chunk_variant", "chunk_start", "chunk_stop", "toy"]
@@ -209,7 +211,7 @@ def test_lifetime_retires_workers_and_jobs_are_replaced(slurm: Slurm, reference:
     """--lifetime 5s (wall time 1 min): the workers retire gracefully long before the wall
     time, their jobs end (cancelled by toyengine once their workers have left: a retired
     worker's nanny lingers) and fresh jobs replace them until the study is done. One job
-    at a time, so that the study (~10 s of CPU) surely outlasts the first worker."""
+    at a time, so that the study (at least 8 s of CPU) surely outlasts the first worker."""
     r = _submit(slurm, "te-life", tmp_path / "farm.zarr", "--jobs", "1", "--walltime",
                 "00:01:00", "--lifetime", "5s", "--wait-timeout", "120")
     assert r.returncode == 0, f"{r.stderr}\n{_job_logs(tmp_path)}"

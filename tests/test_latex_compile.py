@@ -12,6 +12,7 @@ from the font, and on non-ASCII output (plain pdflatex has no glyph for raw Unic
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -31,8 +32,13 @@ PREAMBLE = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\
 def compile_latex(body: str, where: Path) -> str:
     """Compile ``body`` in a minimal document; the log (raises on a LaTeX error)."""
     pdflatex = shutil.which("pdflatex")
-    assert pdflatex, ("pdflatex not found: install Debian's texlive-latex-base and "
-                      "texlive-latex-recommended (.ci/run does as root)")
+    if not pdflatex:  # a system tool, not a Python dependency: skip where it is missing,
+        # fail where it is required (.ci/run installs it and sets TOYENGINE_REQUIRE_LATEX=1)
+        reason = ("no pdflatex here: apt-get install --no-install-recommends "
+                  "texlive-latex-base texlive-latex-recommended")
+        if os.environ.get("TOYENGINE_REQUIRE_LATEX") == "1":
+            pytest.fail(f"{reason} (TOYENGINE_REQUIRE_LATEX=1: the LaTeX tests must run)")
+        pytest.skip(reason)
     tex = where / "summary.tex"
     tex.write_text(PREAMBLE + body + "\n\\end{document}\n", encoding="utf-8")
     r = subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error",

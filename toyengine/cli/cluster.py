@@ -14,7 +14,9 @@ Every option defaults to ``None`` so that ``dask.config`` (``toyengine.cluster.*
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from typing import Any
 
 __all__ = ["add_commands"]
@@ -38,6 +40,10 @@ def _job_overrides(args: argparse.Namespace) -> dict[str, Any]:
         print("toyengine: --disk is an HTCondor option; ignored for SLURM", file=sys.stderr)
         del out["disk"]
     return out
+
+
+def _hang_up(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -68,9 +74,17 @@ def _cmd_submit(args: argparse.Namespace) -> int:
               f"{tls}; nothing was submitted", file=sys.stderr)
         print(script)
         return 0
-    report = submit_study(spec, args.store, system=args.cluster, profile=args.profile,
-                          chunk_size=args.chunk_size, yes=args.yes,
-                          progress=None if args.quiet else sys.stderr, **overrides)
+    # a closed terminal or ssh session (SIGHUP) stops the submission like Ctrl-C/SIGTERM:
+    # the batch jobs are cancelled instead of being left waiting for a dead scheduler
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGHUP, _hang_up) if main else None
+    try:
+        report = submit_study(spec, args.store, system=args.cluster, profile=args.profile,
+                              chunk_size=args.chunk_size, yes=args.yes,
+                              progress=None if args.quiet else sys.stderr, **overrides)
+    finally:
+        if main:
+            signal.signal(signal.SIGHUP, old)
     from .finish import finish_run
 
     return finish_run(report, args.store, args.summary)

@@ -700,8 +700,97 @@ def _first_submission(cluster: Any, jobs: int) -> None:
                 job.status = Status.failed
                 del cluster.workers[name]
                 cluster.worker_spec.pop(name, None)
-        msg = f"submitting the {jobs} worker job(s) failed:\n{exc}"
+        msg = f"submitting the {jobs} worker job(s) failed: {_command_error(exc)}"
         raise ClusterError(msg) from exc
+
+
+def _command_error(exc: BaseException) -> str:
+    """One line from dask-jobqueue's error of a failed submit command: what the command
+    wrote on stderr (e.g. ``sbatch: error: invalid partition specified: nope``), else the
+    whole message, joined with ``; ``."""
+    text = str(exc)
+    if "stderr:" in text:
+        lines = [x.strip() for x in text.split("stderr:", 1)[1].splitlines() if x.strip()]
+        if lines:
+            return "; ".join(lines)
+    return " ".join(text.split())
+
+
+class _JobKeeper:
+    """Replaces the batch jobs that end while the study runs (wall time, pre-emption,
+    ``scancel``/``condor_rm``, worker ``--lifetime``).
+
+    dask-jobqueue keeps an ended job in the cluster's ``worker_spec``, so ``adapt`` counts
+    it as running and never submits a replacement. Every second this drops from
+    ``worker_spec`` each job all of whose workers have been seen and have now been gone
+    from the scheduler for ``grace`` seconds (``distributed.deploy.lost-worker-timeout``,
+    time for a nanny to restart a worker in the same job); ``adapt``, which keeps
+    ``jobs`` jobs, then submits a fresh one. The ended job is also cancelled, in case its
+    processes are still alive but cut off. Jobs whose workers never arrived (still
+    queued) are left alone. Runs on the cluster's event loop.
+    """
+
+    def __init__(self, cluster: Any, grace: float, progress: TextIO | None) -> None:
+        self.cluster = cluster
+        self.grace = grace
+        self.progress = progress
+        self.last_seen: dict[str, float] = {}
+        self.seen_job: dict[str, Any] = {}
+        self.ended: list[str] = []
+        self.callback: Any = None
+        self.closing: set[Any] = set()
+
+    def _worker_names(self, name: str) -> set[str]:
+        spec = self.cluster.worker_spec.get(name) or {}
+        if "group" in spec:
+            return {f"{name}{suffix}" for suffix in spec["group"]}
+        return {str(name)}
+
+    def check(self) -> None:
+        import asyncio
+        import time
+
+        now = time.monotonic()
+        workers = (self.cluster.scheduler_info or {}).get("workers", {})
+        present = {str(w.get("name")) for w in workers.values()}
+        for name in list(self.cluster.worker_spec):
+            current = self.cluster.workers.get(name)
+            if self._worker_names(name) & present:
+                self.last_seen[name] = now
+                self.seen_job[name] = current
+            elif name in self.last_seen and now - self.last_seen[name] > self.grace:
+                del self.last_seen[name]
+                job = self.seen_job.pop(name, None)
+                if current is not None and current is not job:
+                    continue  # already resubmitted under the same name by distributed
+                self.cluster.worker_spec.pop(name, None)
+                self.cluster.workers.pop(name, None)
+                job_id = getattr(job, "job_id", None)
+                self.ended.append(str(job_id or name))
+                if job is not None:
+                    from distributed.core import Status
+
+                    job.status = Status.closed  # as distributed expects of a closed job
+                    task = asyncio.ensure_future(job.close())
+                    self.closing.add(task)
+                    task.add_done_callback(self.closing.discard)
+                if self.progress is not None:
+                    self.progress.write(f"batch job {job_id or name} ended (its workers "
+                                        "left); submitting a replacement\n")
+                    self.progress.flush()
+
+    async def start(self) -> None:
+        from tornado.ioloop import PeriodicCallback
+
+        self.callback = PeriodicCallback(self.check, 1000)
+        self.callback.start()
+
+    async def stop(self) -> None:
+        if self.callback is not None:
+            self.callback.stop()
+        # drop our references: distributed checks, on close, that every job object still
+        # alive was closed, and dask-jobqueue's jobs do not record that they were
+        self.seen_job.clear()
 
 
 def submit_study(spec: Any, store: str | Path, *, system: str,
@@ -779,16 +868,21 @@ def submit_study(spec: Any, store: str | Path, *, system: str,
 def _run_on_farm(spec: Any, store: str | Path, s: SubmitSettings, security: Any,
                  chunk_size: int | None, progress: TextIO | None, yes: bool) -> Any:
     """Start the batch cluster, submit the jobs, run the study, cancel the jobs."""
+    from dask.utils import parse_timedelta
     from distributed import Client
 
     from .runner import run_study
 
     system = s.system
     cluster = batch_cluster(s, security=security)
+    keeper = None
     try:
         _first_submission(cluster, s.jobs)
         if s.adapt:
             cluster.adapt(minimum_jobs=s.jobs, maximum_jobs=s.jobs)
+            grace = parse_timedelta(dask.config.get("distributed.deploy.lost-worker-timeout"))
+            keeper = _JobKeeper(cluster, float(grace), progress)
+            cluster.sync(keeper.start)
         client = Client(cluster)
         try:
             if progress is not None:
@@ -817,6 +911,8 @@ def _run_on_farm(spec: Any, store: str | Path, s: SubmitSettings, security: Any,
         finally:
             client.close()
     finally:
+        if keeper is not None:  # no replacement jobs while the cluster closes
+            cluster.sync(keeper.stop)
         cluster.close()
 
 

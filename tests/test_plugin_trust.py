@@ -176,19 +176,32 @@ def store(tmp_path: Path, client) -> Path:
 
 
 def _set_study_text(store: Path, text: str) -> None:
+    """Replace the study text saved in ``store`` as whoever hands the store over can: in
+    the root attributes and the study record, with the checksums of ``state.json``
+    recomputed by the library's own writer (they detect damage, they are no signature), so
+    that the store is consistent and opens."""
     import zarr
 
+    from toyengine.store.location import Location
+    from toyengine.store.results import STATE_KEY, STUDY_KEY, _write_state
+
     zarr.open_group(str(store), mode="r+").attrs["study_yaml"] = text
+    loc = Location.of(store)
+    study, state = loc.read_json(STUDY_KEY), loc.read_json(STATE_KEY)
+    study["attrs"]["study_yaml"] = text
+    _write_state(loc, state["toys"], state["chunks"], state["history"], attrs=study["attrs"],
+                 fmt=state["format_version"])
 
 
 @pytest.mark.parametrize("case", ["subprocess", "os", "side_effect", "not_allowed"])
 def test_store_from_someone_else_runs_nothing(evil, store, case, cli, tmp_path):
-    """A store whose saved study names the code: summary and status read it without
-    importing anything; data (which rebuilds a toy) refuses in one line."""
+    """A store whose saved study names the code (a consistent store: verify finds nothing
+    wrong): verify, summary and status read it without importing anything; data (which
+    rebuilds a toy) refuses in one line."""
     marker = evil["marker"]
     builder, _, module = _cases(marker)[case]
     _set_study_text(store, evil[case].read_text())
-    for args in (["summary", store], ["status", store]):
+    for args in (["verify", store], ["summary", store], ["status", store]):
         r = cli(*args)
         assert r.returncode == 0, (args, r.stderr)
         assert r.stderr == ""

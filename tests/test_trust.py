@@ -79,15 +79,21 @@ PLUGINS = __import__("pathlib").Path(__file__).resolve().parents[1] / "studies" 
 
 def _raising_plugin_study(tmp_path, monkeypatch):
     """A study of a plug-in whose likelihood calls a numpy function that does not exist
-    (as ``np.trapz`` after numpy 2): the worked example ``expgauss`` with its -ln L changed.
-    The plug-in is importable through ``sys.path`` (the mechanism of tests/test_plugins.py);
-    this is the one place that makes it available."""
+    (as ``np.trapz`` after numpy 2): the worked example ``expgauss`` with its -ln L changed
+    (its ``build`` stays marked with ``@model_builder``). The plug-in is importable through
+    ``sys.path`` (the mechanism of tests/test_plugins.py); this is the one place that makes
+    it available. Nothing is allowed here (restored afterwards): the run allows it with
+    ``--plugin raising_plugin``."""
     code = (PLUGINS / "expgauss.py").read_text()
     old = "return float(v[0] + v[3] - np.sum("
     assert old in code
     code = code.replace(old, "return float(np.trapz_removed(x) + v[0] + v[3] - np.sum(")
+    assert "@model_builder" in code
     (tmp_path / "raising_plugin.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
+    import toyengine.models
+
+    monkeypatch.setattr(toyengine.models, "_ALLOWED", set())
     study = tmp_path / "study.yaml"
     study.write_text("""
 name: raising-plugin
@@ -108,7 +114,8 @@ hypotheses: [m]
 def test_a_raising_plugin_is_named_by_run_and_status(tmp_path, monkeypatch, cli):
     study = _raising_plugin_study(tmp_path, monkeypatch)
     store = tmp_path / "s.zarr"
-    r = cli("run", study, "--store", store, "--workers", "1", "--quiet")
+    r = cli("run", study, "--store", store, "--workers", "1", "--quiet",
+            "--plugin", "raising_plugin")
     assert r.returncode == EXIT_ALL_FITS_FAILED, (r.stdout, r.stderr)
     cause = "AttributeError: module 'numpy' has no attribute 'trapz_removed'"
     lines = [ln for ln in r.stdout.splitlines() if cause in ln]
@@ -135,12 +142,36 @@ def test_a_raising_plugin_is_named_by_run_and_status(tmp_path, monkeypatch, cli)
     assert causes[0]["count"] == 4 and causes[0]["toy"] == 0
 
 
-def test_old_store_without_fail_reason_still_reads(tmp_path):
-    """A store written before ``fail_reason`` existed (here: the field removed) opens, and
-    its summary and status work."""
+def _as_format_2_without_fail_reason(path) -> None:
+    """Turn a fresh store into what the version before ``fail_reason`` wrote (store format
+    2): no ``fail_reason`` array; ``state.json`` with the shape only (no checksums of the
+    objects, no toy-count history); no study record; done markers with the sizes of the
+    objects and the failed-fit count only (no checksums, cause, epoch or toy count); and
+    ``format_version`` 2 in the root attributes."""
     import shutil
 
-    from toyengine.store import create_store, open_results, write_chunk
+    shutil.rmtree(path / "fail_reason")
+    control = path / "_toyengine"
+    state = json.loads((control / "state.json").read_text())
+    (control / "state.json").write_text(json.dumps(
+        {"format_version": 2, "toys": state["toys"], "chunks": state["chunks"]}))
+    (control / "study.json").unlink()
+    for m in (control / "done").glob("*.json"):
+        rec = json.loads(m.read_text())
+        old = {k: rec[k] for k in ("chunk", "variant", "start", "stop", "failed")}
+        old["sizes"] = {k: v for k, v in rec["sizes"].items() if k != "fail_reason"}
+        m.write_text(json.dumps(old))
+    root = json.loads((path / "zarr.json").read_text())
+    root["attributes"]["format_version"] = 2
+    (path / "zarr.json").write_text(json.dumps(root))
+
+
+def test_old_store_without_fail_reason_still_reads(tmp_path, cli):
+    """A store written before ``fail_reason`` existed (format 2, see
+    :func:`_as_format_2_without_fail_reason`) opens, verifies, and its summary and status
+    work."""
+    from toyengine.store import StoreInfo, create_store, open_results, write_chunk
+    from toyengine.store.results import check_metadata, verify_store
     from toyengine.study.plan import Plan
     from toyengine.study.recipe import run_chunk
     from toyengine.study.spec import load_spec
@@ -150,10 +181,19 @@ def test_old_store_without_fail_reason_still_reads(tmp_path):
     plan = Plan.of(spec)
     for c in create_store(path, plan, 4):
         write_chunk(path, run_chunk(plan, c), 4, 4)
-    shutil.rmtree(path / "fail_reason")
+    _as_format_2_without_fail_reason(path)
+    info = StoreInfo(path)
+    assert info.format_version == 2 and "fail_reason" not in info.toy_vars
+    assert info.done().all()
+    assert verify_store(info) == [] and check_metadata(info) == []
     ds = open_results(path)
     assert "fail_reason" not in ds and int(ds["status"].sum()) == 4
     assert render_summary(ds).startswith("toyengine summary")
+    for args in (["summary", path], ["status", path], ["verify", path]):
+        r = cli(*args)
+        assert r.returncode == 0, (args, r.stdout, r.stderr)
+        assert r.stderr == "", (args, r.stderr)
+    assert cli("summary", path).stdout.startswith("toyengine summary")
 
 
 # --- model variation: a reference fit that fails refuses the variant -----------------------

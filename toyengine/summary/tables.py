@@ -85,8 +85,8 @@ _LATEX_MATH = {
     "Ξ": r"\Xi", "Ο": "O", "Π": r"\Pi", "Ρ": "P", "Σ": r"\Sigma", "Τ": "T",
     "Υ": r"\Upsilon", "Φ": r"\Phi", "Χ": "X", "Ψ": r"\Psi", "Ω": r"\Omega",
 }
-# super- and subscript digits and signs
-_LATEX_MATH.update({c: "^{" + r + "}" for c, r in zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", "0123456789+-=()ni",
+# super- and subscript digits and signs (ᵀ: the transpose, xᵀ)
+_LATEX_MATH.update({c: "^{" + r + "}" for c, r in zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱᵀ", "0123456789+-=()niT",
                                                       strict=True)})
 _LATEX_MATH.update({c: "_{" + r + "}" for c, r in zip("₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₛᵢₐₑₒₓ",
                                                       "0123456789+-=()siaeox", strict=True)})

@@ -18,8 +18,8 @@ ROOT = Path(__file__).parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
 #: every variable except the one that measures the machine (fit wall time)
 COMPARED = ["value", "error", "minos_lower", "minos_upper", "nll", "valid", "edm", "nfcn",
-            "status", "gof", "n_events", "truth", "reference", "chunk_variant", "chunk_start",
-            "chunk_stop"]
+            "status", "fail_reason", "gof", "n_events", "truth", "reference", "chunk_variant",
+            "chunk_start", "chunk_stop"]
 
 
 def assert_same_store(a, b):
@@ -126,7 +126,7 @@ def test_status_of_complete_store(reference, capsys):
 
 #: per-toy arrays of the hello study (the record fields it has)
 TOY_ARRAYS = ("value", "error", "minos_lower", "minos_upper", "nll", "valid", "edm", "nfcn",
-              "fit_time", "status", "gof", "n_best", "global_obs", "n_events")
+              "fit_time", "status", "fail_reason", "gof", "n_best", "global_obs", "n_events")
 #: study-level arrays and coordinates with a chunk object
 STATIC_ARRAYS = ("truth", "reference", "toy", "hypothesis", "param", "param_label",
                  "variant_name", "variant_group", "chunk_start", "chunk_stop")

@@ -972,13 +972,31 @@ def _checked_store(info: StoreInfo, chk: StoreCheck) -> Any:
     checksum (the chunks of done chunks against their markers, everything else against
     ``state.json``); a per-toy chunk that is not done (or damaged) reads as not written
     (the fill value: ``status = 0``, "not run")."""
+    bad = {p.chunk.index for p in chk.problems}
+    usable = {idx for idx in chk.markers if idx not in bad and chk.done[idx]}
+    return _checked_store_of(info, chk.markers, usable)
+
+
+def checked_group(info: StoreInfo, markers: dict[int, dict[str, Any]],
+                  done: np.ndarray) -> zarr.Group:
+    """The store's zarr group for reading with every object read checked against its
+    checksum, as readers do (:func:`open_results`): the per-toy chunks of the chunks
+    ``done`` against their ``markers``; a per-toy chunk not done reads as not written (the
+    fill value), whatever bytes a damaged or interrupted write left; a damaged object of a
+    done chunk raises :class:`~toyengine.errors.StoreError` (one line), never the codec's
+    error."""
+    usable = {idx for idx in markers if done[idx]}
+    return zarr.open_group(_checked_store_of(info, markers, usable), mode="r")
+
+
+def _checked_store_of(info: StoreInfo, markers: dict[int, dict[str, Any]],
+                      usable: set[int]) -> Any:
     expected: dict[str, tuple[str | None, str]] = {}
     if info.objects is not None:
         expected.update({k: (d, "") for k, d in info.objects.items()})
-    bad = {p.chunk.index for p in chk.problems}
     chunks = info.chunks()
-    for idx, rec in chk.markers.items():
-        if idx in bad or not chk.done[idx]:
+    for idx, rec in markers.items():
+        if idx not in usable:
             continue
         c = chunks[idx]
         digests = rec.get("digests") if isinstance(rec.get("digests"), dict) else {}

@@ -866,12 +866,18 @@ _GROUPS: dict[tuple[str, int], Any] = {}
 
 def _writable_arrays(loc: Location, toys: int, chunk_size: int) -> dict[str, Any]:
     """The toy arrays opened for writing (cached per process and store shape), with
-    ``write_empty_chunks`` so that an all-fill chunk (e.g. MINOS not run) still exists."""
+    ``write_empty_chunks`` so that an all-fill chunk (e.g. MINOS not run) still exists.
+
+    The setting is the arrays' own (``with_config``), never zarr's global configuration:
+    setting that from several threads at once (a worker's threads opening a store each)
+    could leave it set for the whole process, and then the all-fill arrays of every store
+    created or extended after (``variant``, the chunk table) got chunk objects that a
+    store made otherwise lacks."""
     key = (loc.url, toys, chunk_size)
     if key not in _GROUPS:
-        with zarr.config.set({"array.write_empty_chunks": True}):
-            g = zarr.open_group(store=loc.zarr_store(), mode="r+")
-            arrays = {name: g[name] for name in toy_var_names(g)}
+        g = zarr.open_group(store=loc.zarr_store(), mode="r+")
+        arrays = {name: g[name].with_config({"write_empty_chunks": True})
+                  for name in toy_var_names(g)}
         shape, chunks = arrays["status"].shape, arrays["status"].chunks
         if shape[1] != toys or chunks[1] != chunk_size:
             msg = (f"{loc}: store holds {shape[1]} toys in chunks of {chunks[1]}, expected "

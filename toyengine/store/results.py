@@ -509,8 +509,11 @@ def _check_marker(raw: bytes | None, index: int, chunk: Chunk, toy_vars: Sequenc
             return None, f"{key} fails its checksum"
     elif need_digests:
         return None, f"{key} has no checksum"
-    if (rec.get("chunk"), rec.get("variant"), rec.get("start"), rec.get("stop")) != \
-            (chunk.index, chunk.variant, chunk.start, chunk.stop):
+    if rec.get("chunk") == chunk.index:
+        stale = _stale_marker(rec, chunk)
+        if stale:  # this chunk's marker, for another extent of it: not done
+            return None, stale
+    else:  # another chunk's marker (moved or swapped)
         return None, (f"{key} describes chunk {rec.get('chunk')} (variant "
                       f"{rec.get('variant')}, toys {rec.get('start')}-{rec.get('stop')})")
     digests = rec.get("digests")
@@ -595,7 +598,7 @@ def check_chunks(info: StoreInfo,
         sizes = markers[idx]["sizes"]
         stale = _stale_marker(markers[idx], c)
         if stale:
-            problems.append(ChunkProblem(c, stale))
+            problems.append(ChunkProblem(c, f"done marker {stale}"))
             continue
         bad = []
         for name in info.toy_vars:
@@ -634,13 +637,14 @@ def check_metadata(info: StoreInfo) -> list[str]:
 
 def _stale_marker(rec: dict[str, Any], c: Chunk) -> str:
     """Why done marker ``rec`` does not vouch for chunk ``c`` as the chunk table has it
-    (empty if it does): a marker written for other toys — by a run that planned the chunk
-    before an extension grew it, and lost its lease — is stale."""
+    (empty if it does; else ``"is stale: …"``, after "done marker"): a marker written for
+    other toys — by a run that planned the chunk before an extension grew it, and lost its
+    lease — is stale. :meth:`StoreInfo.read_markers` finds it (the chunk is not done)."""
     got = (rec.get("variant"), rec.get("start"), rec.get("stop"))
     if got == (c.variant, c.start, c.stop):
         return ""
     epoch = f", lease epoch {rec['epoch']}" if rec.get("epoch") is not None else ""
-    return (f"done marker is stale: written for variant {got[0]} toys {got[1]}-"
+    return (f"is stale: written for variant {got[0]} toys {got[1]}-"
             f"{(got[2] or 0) - 1} (a run of {rec.get('toys', '?')} toys{epoch}), the chunk "
             f"now holds toys {c.start}-{c.stop - 1}")
 

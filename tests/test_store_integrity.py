@@ -18,8 +18,8 @@ ROOT = Path(__file__).parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
 #: every variable except the one that measures the machine (fit wall time)
 COMPARED = ["value", "error", "minos_lower", "minos_upper", "nll", "valid", "edm", "nfcn",
-            "status", "gof", "n_events", "truth", "reference", "chunk_variant", "chunk_start",
-            "chunk_stop"]
+            "status", "fail_reason", "gof", "n_events", "truth", "reference", "chunk_variant",
+            "chunk_start", "chunk_stop"]
 
 
 def assert_same_store(a, b):
@@ -126,7 +126,7 @@ def test_status_of_complete_store(reference, capsys):
 
 #: per-toy arrays of the hello study (the record fields it has)
 TOY_ARRAYS = ("value", "error", "minos_lower", "minos_upper", "nll", "valid", "edm", "nfcn",
-              "fit_time", "status", "gof", "n_best", "global_obs", "n_events")
+              "fit_time", "status", "fail_reason", "gof", "n_best", "global_obs", "n_events")
 #: study-level arrays and coordinates with a chunk object
 STATIC_ARRAYS = ("truth", "reference", "toy", "hypothesis", "param", "param_label",
                  "variant_name", "variant_group", "chunk_start", "chunk_stop")
@@ -467,3 +467,43 @@ def test_cli_messages(tmp_path, reference):
         assert r.returncode == 0 and "repaired: rebuilt" in r.stdout, r
         r = _cli("summary", store)
         assert r.returncode == 0 and "Pulls" in r.stdout, r
+
+
+def test_resumed_run_reads_damaged_done_chunk_as_one_line(tmp_path, spec, client, reference):
+    """A resumed run folds the chunks already done into its live numbers, reading them as
+    readers do: a done chunk whose object was bit-flipped (same size, so only its
+    checksum tells) stops the run with the one-line StoreError naming it, never zarr's
+    codec error (the run used to decode every object of the row, damaged or not)."""
+    from toyengine.errors import StoreError
+
+    store = tmp_path / "s.zarr"
+    shutil.copytree(reference, store)
+    (_marker(store, 2)).unlink()  # something to resume: chunk 2 is not done
+    obj = store / "value" / "c" / "0" / "3" / "0" / "0"
+    raw = bytearray(obj.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    obj.write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=r"value/c/0/3/0/0 \(variant 0 toys 30-40\) fails "
+                                         r"its checksum.*verify --repair"):
+        run_study(spec, store, client=client, progress=None)
+
+
+def test_writable_arrays_leave_zarr_global_config_alone(tmp_path, reference, monkeypatch):
+    """The toy arrays are opened with write_empty_chunks set on them: zarr's global config
+    (process-wide, and left set by two threads' overlapping ``config.set``) is not
+    touched."""
+    import zarr
+
+    from toyengine.store import results as store_mod
+    from toyengine.store.location import Location
+
+    store = tmp_path / "s.zarr"
+    shutil.copytree(reference, store)
+
+    def no_global_set(*args, **kwargs):
+        raise AssertionError("zarr.config.set called")
+
+    monkeypatch.setattr(zarr.config, "set", no_global_set)
+    monkeypatch.setattr(store_mod, "_GROUPS", {})
+    arrays = store_mod._writable_arrays(Location(str(store)), 40, 10)
+    assert all(a._async_array.config.write_empty_chunks for a in arrays.values())

@@ -36,6 +36,7 @@ from ..store.results import (
     STATE_KEY,
     StoreInfo,
     check_chunks,
+    checked_group,
     create_store,
     extend_store,
     finish_extension,
@@ -552,7 +553,10 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
                                "already done\n")
             physics = _live_physics(plan, info)
             if report.chunks_skipped:  # the live numbers cover the whole store
-                fold_store(physics, info.group, chunks, done)
+                # read as readers do: each done chunk checked against its marker; a chunk
+                # not done (damaged, unmarked above) reads as not written, never decoded
+                fold_store(physics, checked_group(info, info.markers(), done), chunks,
+                           done)
             bar = Progress(spec.name, spec.kind, total_toys,
                            sum(c.size for c in chunks if done[c.index]), progress,
                            physics=physics, status=loc)

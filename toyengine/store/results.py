@@ -509,8 +509,11 @@ def _check_marker(raw: bytes | None, index: int, chunk: Chunk, toy_vars: Sequenc
             return None, f"{key} fails its checksum"
     elif need_digests:
         return None, f"{key} has no checksum"
-    if (rec.get("chunk"), rec.get("variant"), rec.get("start"), rec.get("stop")) != \
-            (chunk.index, chunk.variant, chunk.start, chunk.stop):
+    if rec.get("chunk") == chunk.index:
+        stale = _stale_marker(rec, chunk)
+        if stale:  # this chunk's marker, for another extent of it: not done
+            return None, stale
+    else:  # another chunk's marker (moved or swapped)
         return None, (f"{key} describes chunk {rec.get('chunk')} (variant "
                       f"{rec.get('variant')}, toys {rec.get('start')}-{rec.get('stop')})")
     digests = rec.get("digests")
@@ -595,7 +598,7 @@ def check_chunks(info: StoreInfo,
         sizes = markers[idx]["sizes"]
         stale = _stale_marker(markers[idx], c)
         if stale:
-            problems.append(ChunkProblem(c, stale))
+            problems.append(ChunkProblem(c, f"done marker {stale}"))
             continue
         bad = []
         for name in info.toy_vars:
@@ -634,13 +637,14 @@ def check_metadata(info: StoreInfo) -> list[str]:
 
 def _stale_marker(rec: dict[str, Any], c: Chunk) -> str:
     """Why done marker ``rec`` does not vouch for chunk ``c`` as the chunk table has it
-    (empty if it does): a marker written for other toys — by a run that planned the chunk
-    before an extension grew it, and lost its lease — is stale."""
+    (empty if it does; else ``"is stale: …"``, after "done marker"): a marker written for
+    other toys — by a run that planned the chunk before an extension grew it, and lost its
+    lease — is stale. :meth:`StoreInfo.read_markers` finds it (the chunk is not done)."""
     got = (rec.get("variant"), rec.get("start"), rec.get("stop"))
     if got == (c.variant, c.start, c.stop):
         return ""
     epoch = f", lease epoch {rec['epoch']}" if rec.get("epoch") is not None else ""
-    return (f"done marker is stale: written for variant {got[0]} toys {got[1]}-"
+    return (f"is stale: written for variant {got[0]} toys {got[1]}-"
             f"{(got[2] or 0) - 1} (a run of {rec.get('toys', '?')} toys{epoch}), the chunk "
             f"now holds toys {c.start}-{c.stop - 1}")
 
@@ -866,12 +870,18 @@ _GROUPS: dict[tuple[str, int], Any] = {}
 
 def _writable_arrays(loc: Location, toys: int, chunk_size: int) -> dict[str, Any]:
     """The toy arrays opened for writing (cached per process and store shape), with
-    ``write_empty_chunks`` so that an all-fill chunk (e.g. MINOS not run) still exists."""
+    ``write_empty_chunks`` so that an all-fill chunk (e.g. MINOS not run) still exists.
+
+    The setting is the arrays' own (``with_config``), never zarr's global configuration:
+    setting that from several threads at once (a worker's threads opening a store each)
+    could leave it set for the whole process, and then the all-fill arrays of every store
+    created or extended after (``variant``, the chunk table) got chunk objects that a
+    store made otherwise lacks."""
     key = (loc.url, toys, chunk_size)
     if key not in _GROUPS:
-        with zarr.config.set({"array.write_empty_chunks": True}):
-            g = zarr.open_group(store=loc.zarr_store(), mode="r+")
-            arrays = {name: g[name] for name in toy_var_names(g)}
+        g = zarr.open_group(store=loc.zarr_store(), mode="r+")
+        arrays = {name: g[name].with_config({"write_empty_chunks": True})
+                  for name in toy_var_names(g)}
         shape, chunks = arrays["status"].shape, arrays["status"].chunks
         if shape[1] != toys or chunks[1] != chunk_size:
             msg = (f"{loc}: store holds {shape[1]} toys in chunks of {chunks[1]}, expected "
@@ -972,13 +982,31 @@ def _checked_store(info: StoreInfo, chk: StoreCheck) -> Any:
     checksum (the chunks of done chunks against their markers, everything else against
     ``state.json``); a per-toy chunk that is not done (or damaged) reads as not written
     (the fill value: ``status = 0``, "not run")."""
+    bad = {p.chunk.index for p in chk.problems}
+    usable = {idx for idx in chk.markers if idx not in bad and chk.done[idx]}
+    return _checked_store_of(info, chk.markers, usable)
+
+
+def checked_group(info: StoreInfo, markers: dict[int, dict[str, Any]],
+                  done: np.ndarray) -> zarr.Group:
+    """The store's zarr group for reading with every object read checked against its
+    checksum, as readers do (:func:`open_results`): the per-toy chunks of the chunks
+    ``done`` against their ``markers``; a per-toy chunk not done reads as not written (the
+    fill value), whatever bytes a damaged or interrupted write left; a damaged object of a
+    done chunk raises :class:`~toyengine.errors.StoreError` (one line), never the codec's
+    error."""
+    usable = {idx for idx in markers if done[idx]}
+    return zarr.open_group(_checked_store_of(info, markers, usable), mode="r")
+
+
+def _checked_store_of(info: StoreInfo, markers: dict[int, dict[str, Any]],
+                      usable: set[int]) -> Any:
     expected: dict[str, tuple[str | None, str]] = {}
     if info.objects is not None:
         expected.update({k: (d, "") for k, d in info.objects.items()})
-    bad = {p.chunk.index for p in chk.problems}
     chunks = info.chunks()
-    for idx, rec in chk.markers.items():
-        if idx in bad or not chk.done[idx]:
+    for idx, rec in markers.items():
+        if idx not in usable:
             continue
         c = chunks[idx]
         digests = rec.get("digests") if isinstance(rec.get("digests"), dict) else {}

@@ -196,16 +196,7 @@ class Location:
     def write_json(self, key: str, obj: Any) -> None:
         """Write ``obj`` at ``key`` atomically: a local file is written under a unique
         temporary name and renamed; an object-store PUT is atomic by itself."""
-        data = json.dumps(obj, sort_keys=True).encode()
-        if self.is_local:
-            path, tmp = self._local_temporary(key, data)
-            try:
-                os.replace(tmp, path)
-            except OSError:
-                tmp.unlink(missing_ok=True)
-                raise
-        else:
-            self.fs.pipe_file(self.path(key), data)
+        self.write_bytes(key, json.dumps(obj, sort_keys=True).encode())
 
     def write_bytes(self, key: str, data: bytes) -> None:
         """Write ``data`` at ``key`` atomically (as :meth:`write_json`)."""

@@ -160,7 +160,7 @@ def add_commands(subparsers: Any) -> None:
                    help="seconds to wait for the first worker (default: no limit)")
     s.add_argument("--summary", action="store_true", help="print the summary at the end")
     s.add_argument("--quiet", action="store_true", help="no progress line")
-    from .main import add_plugin_option
+    from .options import add_plugin_option
 
     add_plugin_option(s)
     s.set_defaults(func=_cmd_submit)

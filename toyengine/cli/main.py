@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..run.preflight import CONNECT_TIMEOUT
 from .finish import finish_run
+from .options import add_plugin_option
 
 __all__ = ["main"]
 
@@ -598,24 +599,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub)
     return p
-
-
-def _module_name(text: str) -> str:
-    import re
-
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", text):
-        msg = f"{text!r} is not a module name such as mypkg.models"
-        raise argparse.ArgumentTypeError(msg)
-    return text
-
-
-def add_plugin_option(p: argparse.ArgumentParser) -> None:
-    """``--plugin MODULE``: allow a plug-in module (and its submodules) to run."""
-    p.add_argument("--plugin", action="append", type=_module_name, metavar="MODULE",
-                   help="allow the study's plug-in builders from MODULE (and its submodules) "
-                   "to be imported and run (repeatable); a study file cannot allow code by "
-                   "itself. Permanent: toyengine.plugins.allow in your Dask config "
-                   "(docs/security.md)")
 
 
 def _add_allow_incomplete(p: argparse.ArgumentParser) -> None:

@@ -191,7 +191,7 @@ def available_memory() -> float:
         import psutil
 
         return float(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - no psutil: the kernel's count of free pages
+    except (ImportError, OSError):  # no psutil (or it cannot read): the kernel's count
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 

@@ -230,7 +230,7 @@ def test_fit_fractions_sum_to_one(nominal) -> None:
     # with unit-normalised components FF_i = |c_i|²/∫|A|²: the FF grid and the 1-D
     # normalisation agree (diagonal of the full-DP matrix = 1)
     st_M = nominal._ff_grid()
-    from toyengine.core.dalitz.model import _State
+    from toyengine.core.dalitz.state import _State
 
     st = _State(nominal, st_M)
     st.update(nominal.parameters.values)

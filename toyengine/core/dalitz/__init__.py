@@ -14,11 +14,13 @@ See ``studies/zc4100/README.md`` for the shipped stand-in maps and reference dat
 
 from __future__ import annotations
 
+from .data import Component, DalitzData, RunSample, RunSpec
 from .gof import AdaptiveBinning, adaptive_chi2
 from .kinematics import DalitzKinematics, Vetoes
 from .lineshapes import Lineshape
 from .maps import SDPHistogram
-from .model import Component, DalitzData, DalitzModel, DalitzNLL, RunSample, RunSpec
+from .model import DalitzModel
+from .nll import DalitzNLL
 
 __all__ = [
     "AdaptiveBinning",

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ModelError
-from .model import DalitzData, DalitzModel
+from .data import DalitzData
+from .model import DalitzModel
 
 __all__ = ["AdaptiveBinning", "adaptive_chi2"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,37 @@ def test_every_argument_has_help():
     missing = [f"{path} {a.option_strings or a.dest}" for path, a in _walk(build_parser())
                if not a.help]
     assert missing == []
+
+
+def _commands(parser: argparse.ArgumentParser, path: str = "toyengine"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield f"{path} {name}", sub
+                yield from _commands(sub, f"{path} {name}")
+
+
+def test_every_command_has_a_description():
+    """``toyengine X --help`` explains the command, not just its arguments (a group of
+    commands such as ``cluster`` may rely on its subcommands' descriptions)."""
+    missing = [path for path, sub in _commands(build_parser())
+               if not sub.description and not any(
+                   isinstance(a, argparse._SubParsersAction) for a in sub._actions)]
+    assert missing == []
+
+
+def test_output_into_a_closed_pipe_is_quiet():
+    """``toyengine schema | head -c 10``: the reader leaving is not an error; no message,
+    and the exit status of a process ended by SIGPIPE (141), as ``cat`` would give."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write: EPIPE, every time
+    try:
+        proc = subprocess.run([sys.executable, "-m", "toyengine", "schema"], stdout=write_end,
+                              stderr=subprocess.PIPE, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141
+    assert proc.stderr == b""
 
 
 def test_version_and_python_m(capsys):

@@ -74,3 +74,15 @@ def test_report_does_not_create_directories(tmp_path, cli):
         f"toyengine: report -o {out}: the directory {out.parent} does not exist (create it "
         "first)"]
     assert not (tmp_path / "no").exists()
+
+
+def test_cost_estimate_counts_the_set_up_each_worker_pays():
+    """The first toy of a process builds the models and compiles the kernels; every worker
+    pays that once, so the estimate adds it (it left it out: "≈ 3s", then 94 s)."""
+    from toyengine.study.show import CostEstimate
+
+    c = CostEstimate(seconds_per_toy=0.01, toys_timed=2, toys_total=1000, fits_total=2000,
+                     workers=2, setup_seconds=30.0)
+    assert c.seconds == pytest.approx(0.01 * 1000 / 2 + 30.0)
+    assert "plus 30s set-up per worker" in c.text()
+    assert "not counting the workers' start-up" in c.text()

@@ -159,3 +159,15 @@ def test_accessor_coverage_levels():
         assert abs(cov - level) < 3 * math.sqrt(level * (1 - level) / n)
     one = ds.toys.coverage().sel(hypothesis="nominal", param="mass").item()
     assert one == pytest.approx(pull_summary(ds).row("mass").coverage_hesse, rel=1e-12)
+
+
+def test_truth_and_mean_are_printed_to_the_precision_of_the_spread():
+    """A mass of 5280 MeV fitted with a 0.07 MeV bias and a 0.5 MeV spread: the table shows
+    truth and mean to the spread's precision (both used to print ``5280``, hiding the bias)."""
+    ds, val, _ = _gauss_ensemble(np.random.default_rng(3), 400, truth=(5280.0, 5.0),
+                                 sigma=(0.5, 0.5), bias=(-0.07, 0.0))
+    row = pull_summary(ds).table().rows[0]
+    mean = float(np.mean(val[:, 0]))
+    assert row[3].text == "5280.000"  # truth, to the 3rd significant digit of ~0.5
+    assert row[6].text == f"{mean:.3f}"
+    assert row[6].text != row[3].text

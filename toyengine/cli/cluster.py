@@ -169,13 +169,21 @@ def add_commands(subparsers: Any) -> None:
     csub = c.add_subparsers(dest="cluster_command", required=True)
     mk = csub.add_parser("make-certs", help="make a CA, certificates for scheduler/worker/"
                          "client and DIR/dask-security.yaml (Python 'cryptography'; "
-                         "cluster/tls/make-certs.sh does the same with openssl)")
+                         "cluster/tls/make-certs.sh does the same with openssl)",
+                         description="Make a certificate authority, certificates for the "
+                         "scheduler, the workers and the client, and DIR/dask-security.yaml "
+                         "that points Dask at them; `toyengine submit` and "
+                         "cluster/start-cluster.sh --tls use them (docs/security.md).")
     mk.add_argument("directory", help="directory for the certificates (created)")
     mk.add_argument("--host", action="append",
                     help="host name or IP to name in the certificates (repeatable)")
     mk.add_argument("--days", type=int, default=365, help="validity (default 365)")
     mk.set_defaults(func=_cmd_make_certs)
-    cfg = csub.add_parser("config", help="print the resolved submit settings")
+    cfg = csub.add_parser("config", help="print the resolved submit settings",
+                          description="Print the settings `toyengine submit` would use for "
+                          "the batch system, as YAML: the package's defaults overridden by "
+                          "the site profile and Dask's configuration (~/.config/dask/, DASK_* "
+                          "variables).")
     cfg.add_argument("--cluster", default="slurm", choices=["slurm", "htcondor"],
                      help="batch system (default: slurm)")
     cfg.add_argument("--profile", help="site profile to include")

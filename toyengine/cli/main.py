@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -553,7 +554,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_cmd_summary)
 
     d = sub.add_parser("data", help="write the exact data set of one toy (rebuilt from the "
-                       "seeds), or the model's Asimov data set, as .npz")
+                       "seeds), or the model's Asimov data set, as .npz",
+                       description="Write the data set of one toy as .npz: rebuilt from the "
+                       "study's seeds, bit-identical to what the run fitted (toy TOY of "
+                       "variant VARIANT), or the generating model's Asimov data set (expected "
+                       "events as weighted points). Use it to refit one toy by hand or to "
+                       "plot it; `toyengine data STORE --toy 17 --out toy17.npz`.")
     d.add_argument("source", help="result store (or study file)")
     which = d.add_mutually_exclusive_group(required=True)
     which.add_argument("--toy", type=_int_at_least(0), help="toy index")
@@ -590,7 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_storage_option(pl)
     pl.set_defaults(func=_cmd_plot)
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of study files (for editors)")
+    sc = sub.add_parser("schema", help="print the JSON Schema of study files (for editors)",
+                        description="Print the JSON Schema of study files, for an editor's "
+                        "completion and checks (`toyengine schema > toyengine.schema.json`, then "
+                        "`# yaml-language-server: $schema=toyengine.schema.json` as a study "
+                        "file's first line), or the builder option tables of "
+                        "docs/study-format.md with --markdown.")
     sc.add_argument("--markdown", action="store_true",
                     help="print the builder option tables of docs/study-format.md instead")
     sc.set_defaults(func=_cmd_schema)
@@ -648,6 +659,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("interrupted", 130)
     except ToyEngineError as exc:
         return _fail(str(exc), 1)
+    except BrokenPipeError:  # `toyengine schema | head`: the reader left; not an error of ours
+        return _reader_left()
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         return _fail(f"{exc.strerror or exc}{where}", 1)
@@ -688,6 +701,16 @@ def _fraction(text: str) -> float:
     if not 0.0 <= x <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction in [0, 1]")
     return x
+
+
+def _reader_left() -> int:
+    """The pipe that stdout writes to was closed by its reader: no message (the reader
+    asked for no more), stdout pointed at /dev/null so that the interpreter's final flush
+    does not fail again, and the exit status of a process ended by SIGPIPE (128 + 13), as a
+    C tool such as ``cat`` would give."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from iminuit import Minuit
 
 from . import newton
+from .minuit_messages import quiet_minuit2
 from .params import ParameterSet
 
 __all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
@@ -415,6 +416,7 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
                    hessian=obj.hessian if hessian else False, name=params.names)
         m.errordef = Minuit.LIKELIHOOD
         m.print_level = 0
+        quiet_minuit2()
         params.to_minuit(m)
         hit = cache[key] = (m, obj)
     m, obj = hit

@@ -39,6 +39,11 @@ class CostEstimate:
         Toys over all variants, and fits (toys × hypotheses).
     workers : int
         Worker processes assumed (one toy at a time each).
+    setup_seconds : float
+        Wall time of the first toy in this process beyond ``seconds_per_toy``: building the
+        models and compiling the kernels, which every worker pays once (a worker loads
+        compiled kernels from numba's cache when this process wrote them; process start-up
+        and imports, about a second per worker, come on top).
     """
 
     seconds_per_toy: float
@@ -46,17 +51,23 @@ class CostEstimate:
     toys_total: int
     fits_total: int
     workers: int
+    setup_seconds: float = 0.0
 
     @property
     def seconds(self) -> float:
-        """Expected wall time on ``workers`` workers (perfect balance)."""
-        return self.seconds_per_toy * self.toys_total / max(self.workers, 1)
+        """Expected wall time on ``workers`` workers (perfect balance), each paying the
+        set-up once."""
+        return (self.seconds_per_toy * self.toys_total / max(self.workers, 1)
+                + self.setup_seconds)
 
     def text(self) -> str:
+        setup = (f", plus {format_seconds(self.setup_seconds)} set-up per worker (models, "
+                 "compilation)" if self.setup_seconds >= 0.5 else "")
         return (f"{self.toys_total} toys, {self.fits_total} fits; "
-                f"{self.seconds_per_toy:.2g} s per toy (timed on {self.toys_timed}) → "
+                f"{self.seconds_per_toy:.2g} s per toy (timed on {self.toys_timed}){setup} → "
                 f"≈ {format_seconds(self.seconds)} on {self.workers} worker(s) "
-                f"(≈ {format_seconds(self.seconds_per_toy * self.toys_total)} CPU)")
+                f"(≈ {format_seconds(self.seconds_per_toy * self.toys_total)} CPU), "
+                "not counting the workers' start-up")
 
 
 def estimate_cost(plan: Plan, *, toys: int = 2, workers: int | None = None,
@@ -65,7 +76,9 @@ def estimate_cost(plan: Plan, *, toys: int = 2, workers: int | None = None,
     study. One toy is run first and not counted (it builds the models, a cost a worker pays
     once); with ``budget``, timing stops after the toy that passes ``budget`` seconds."""
     spec = plan.spec
+    t_first = time.perf_counter()
     run_chunk(plan, Chunk(0, 0, 0, 1))
+    first = time.perf_counter() - t_first
     n, t0 = 0, time.perf_counter()
     while n < min(toys, max(spec.toys - 1, 1)):
         run_chunk(plan, Chunk(0, 0, 1 + n, 2 + n))
@@ -75,7 +88,7 @@ def estimate_cost(plan: Plan, *, toys: int = 2, workers: int | None = None,
     per_toy = (time.perf_counter() - t0) / max(n, 1)
     total = spec.toys * len(spec.variants)
     return CostEstimate(per_toy, max(n, 1), total, total * len(spec.hypotheses),
-                        workers or os.cpu_count() or 1)
+                        workers or os.cpu_count() or 1, max(first - per_toy, 0.0))
 
 
 def _param_rows(spec: StudySpec, model: str) -> list[str]:

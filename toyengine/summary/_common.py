@@ -128,6 +128,20 @@ def fmt_num(x: float, digits: int = 3) -> str:
     return f"{x:.{digits - 1}e}"
 
 
+def fmt_to_scale(x: float, scale: float, digits: int = 3) -> str:
+    """Format ``x`` to the decimal place at which ``scale`` (a spread or an error of ``x``)
+    has ``digits`` significant digits, so that a mean of 5279.934 next to a truth of 5280
+    does not print as ``5280`` twice; :func:`fmt_num` with 4 digits when ``scale`` is not a
+    positive finite number."""
+    if x is None or scale is None or not math.isfinite(float(x)) or not (
+            math.isfinite(float(scale)) and float(scale) > 0):
+        return fmt_num(x, 4)
+    decimals = max(digits - 1 - math.floor(math.log10(float(scale))), 0)
+    if decimals > 12 or abs(float(x)) >= 1e6:
+        return fmt_num(x, 4)
+    return f"{float(x):.{decimals}f}"
+
+
 def jsonable(obj: Any) -> Any:
     """Convert dataclass-ish nested structures to JSON-compatible values (NaN/inf → None)."""
     if isinstance(obj, Mapping):

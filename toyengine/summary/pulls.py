@@ -30,6 +30,7 @@ from ._common import (
     clopper_pearson,
     fit_masks,
     fmt_num,
+    fmt_to_scale,
     jsonable,
     require_vars,
 )
@@ -153,6 +154,9 @@ class PullTable:
         n_flag = 0
         cells = []
         for r in self.rows:
+            # truth and mean to the precision of the spread (a bias must show)
+            scale = min((v for v in (r.rms, r.mean_error) if math.isfinite(v) and v > 0),
+                        default=math.nan)
             flag_m = _off_by(r.pull_mean, 0.0, r.pull_mean_err)
             flag_w = _off_by(r.pull_width, 1.0, r.pull_width_err)
             n_flag += flag_m + flag_w
@@ -167,10 +171,10 @@ class PullTable:
                     "—" if one_variant else (r.variant_name or str(r.variant)),
                     r.hypothesis,
                     display.get(r.param, r.param),
-                    fmt_num(r.truth, 4),
+                    fmt_to_scale(r.truth, scale),
                     str(r.n_used),
                     f"{r.n_failed}/{r.n_done} ({fmt_num(100 * r.failed_fraction, 2)}%)",
-                    fmt_num(r.mean, 4),
+                    fmt_to_scale(r.mean, scale),
                     fmt_num(r.rms, 3),
                     fmt_num(r.mean_error, 3),
                     fmt_num(r.bias, 3),

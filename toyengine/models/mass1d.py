@@ -665,14 +665,15 @@ def build_discriminants(raw: Any, observable: Observable, grid_step: float,
         if expected < 0:
             raise OptionError(f"{p}.expected", expected, "a number >= 0")
         parts = sd["observable"]
-        parts = [parts] if isinstance(parts, Mapping) else parts
+        single = isinstance(parts, Mapping)
+        parts = [parts] if single else parts
         if not isinstance(parts, list) or not parts:
             raise OptionError(f"{p}.observable", parts, "a shape or a list of shapes with "
                               "fractions")
         dens = 0.0
         total = 0.0
         for k, part in enumerate(parts):
-            pp = f"{p}.observable[{k}]"
+            pp = f"{p}.observable" if single else f"{p}.observable[{k}]"
             frac = _number(part.get("fraction", 1.0) if isinstance(part, Mapping) else None,
                            f"{pp}.fraction", "a number > 0")
             if not frac > 0:

@@ -149,3 +149,25 @@ def test_bad_discriminant_declarations_name_the_field(patch: dict, path: str) ->
     with pytest.raises(OptionError) as err:
         build_mass1d(opts)
     assert err.value.path == path
+
+
+def test_pull_summary_shows_the_naive_and_sumw2_coverage_of_sweighted_stores() -> None:
+    from toyengine.summary.pulls import pull_summary
+    from toyengine.summary.testing import make_results_dataset
+
+    z = np.linspace(-2.0, 2.0, 401)  # pulls with the stored (corrected) error 1
+    value = z.reshape(1, -1, 1, 1)
+    ds = make_results_dataset(params=["mu"], hypotheses=["h"], value=value,
+                              error=np.ones_like(value), truth=np.zeros((1, 1)))
+    plain = pull_summary(ds)
+    assert "cov. naive" not in plain.to_text()
+    assert np.isnan(plain.row("mu").coverage_naive)
+    ds["error_naive"] = ds["error"] * 0.5
+    ds["error_sumw2"] = ds["error"] * 1.5
+    r = pull_summary(ds).row("mu")
+    # |z| <= 1, 0.5, 1.5 on the uniform grid of 401 points in [-2, 2]
+    assert r.coverage_hesse == pytest.approx(201 / 401)
+    assert r.coverage_naive == pytest.approx(101 / 401)
+    assert r.coverage_sumw2 == pytest.approx(301 / 401)
+    assert r.pull_width_naive == pytest.approx(2 * r.pull_width)
+    assert "cov. naive" in pull_summary(ds).to_text()

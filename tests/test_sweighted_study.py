@@ -171,3 +171,17 @@ def test_pull_summary_shows_the_naive_and_sumw2_coverage_of_sweighted_stores() -
     assert r.coverage_sumw2 == pytest.approx(301 / 401)
     assert r.pull_width_naive == pytest.approx(2 * r.pull_width)
     assert "cov. naive" in pull_summary(ds).to_text()
+
+
+def test_a_toy_written_by_toyengine_data_loads_back_as_a_discriminated_sample(tmp_path) -> None:
+    from toyengine.cli.main import main
+
+    out = tmp_path / "toy.npz"
+    assert main(["data", str(STUDY), "--toy", "3", "--out", str(out)]) == 0
+    model = build_mass1d(load_spec(STUDY).models["nominal"]["options"])
+    back = model.load_data(out)
+    data = toy_data(load_spec(STUDY), 3)
+    np.testing.assert_array_equal(back.x, data.x)
+    np.testing.assert_array_equal(back.m, data.m)
+    np.testing.assert_allclose(model.nll(back)(model.parameters.values),
+                               model.nll(data)(model.parameters.values), rtol=1e-12)

@@ -159,6 +159,14 @@ class DiscriminatedSample:
     def __len__(self) -> int:
         return int(self.x.size)
 
+    def save_npz(self, path: str, weights: np.ndarray | None = None) -> None:
+        """Write ``x``, ``m`` and ``species`` to an ``.npz`` file (what ``toyengine data``
+        writes for a toy; a model with discriminants loads ``x`` and ``m`` back)."""
+        if weights is not None:
+            msg = "a sample with discriminants is weighted by its sWeights, not given weights"
+            raise ModelError(msg)
+        np.savez(path, x=self.x, m=self.m, species=self.species)
+
 
 def independence_check(sample: DiscriminatedSample) -> dict[tuple[int, int], float]:
     """Pearson correlation of x with each discriminant ``j`` within each species ``k``:

@@ -33,11 +33,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core.discriminants import Density1D, Discriminants, Species
+from ..core.discriminants import Density1D, Discriminants, DiscriminatedSample, Species
 from ..core.kinematics import MASSES_PDG2020
 from ..core.model1d import Component, Model1D, Observable
 from ..core.params import Constraint, Parameter, ParameterSet
@@ -412,6 +413,25 @@ class MassModel(Model1D, ToyModelBase):
     """A :class:`~toyengine.core.model1d.Model1D` as a study model (``mass1d``, ``tcc``):
     the :class:`~toyengine.models.protocol.ToyModel` defaults for what a 1-D mixture does not
     define (no derived quantities, no GOF statistic, data from an ``.npz`` file)."""
+
+    def load_data(self, path: str | Path) -> Any:
+        """The ``x`` array of the ``.npz`` file at ``path``; for a model with discriminants
+        also its ``m`` array (``(n_events, n_discriminants)``): a
+        :class:`~toyengine.core.discriminants.DiscriminatedSample` to fit sWeighted."""
+        x = ToyModelBase.load_data(self, path)
+        if self.discriminants is None:
+            return x
+        with np.load(path, allow_pickle=False) as f:
+            if "m" not in f.files:
+                msg = (f"{path}: the model has discriminants {list(self.discriminants.names)}"
+                       " but the file has no 'm' array")
+                raise ModelError(msg)
+            m = np.asarray(f["m"], dtype=float)
+        if m.shape != (x.size, len(self.discriminants.names)):
+            msg = (f"{path}: 'm' has shape {m.shape}, expected ({x.size}, "
+                   f"{len(self.discriminants.names)})")
+            raise ModelError(msg)
+        return DiscriminatedSample(x, m, np.full(x.size, -1, dtype=np.int8))
 
 
 def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = None

@@ -499,8 +499,9 @@ def _sweighted_errors(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyM
     (Langenbruch, Eur. Phys. J. C 82 (2022) 393), ``error_naive`` and ``error_sumw2`` hold
     the inverse weighted Hessian's and the sum-of-weights-squared one, over the parameters
     the fit left free (not those it fixed at a limit). Where the covariance cannot be
-    computed (no minimum, a singular Hessian) the three stay NaN: the toy has no valid
-    error, which the pulls summary counts."""
+    computed (no minimum, a singular Hessian) the three stay NaN, and ``error`` is NaN for a
+    parameter on its limit: the toy has no valid error there, and the pulls summary leaves
+    it out of that parameter's row."""
     free = [n for n in res.free_names if n not in res.fixed_at_limit]
     cols = [pindex[n] for n in free]
     a["error"][(*at, cols)] = np.nan
@@ -514,6 +515,13 @@ def _sweighted_errors(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyM
         for name, c in (("error", cov.corrected), ("error_naive", cov.naive),
                         ("error_sumw2", cov.sumw2)):
             a[name][(*at, cols)] = np.sqrt(np.diag(c))
+    # a parameter on its limit (within half its naive error, iminuit's criterion) has no
+    # asymptotically normal estimate, and where its density's slope vanishes there (the
+    # angles of a positive polynomial at 0 or π/2) the sandwich error is ~0: no error
+    lo, hi = (np.array([model.parameters[n].limits[k] for n in free]) for k in (0, 1))
+    x = np.array([res.value(n) for n in free])
+    near = np.minimum(x - lo, hi - x) < 0.5 * a["error_naive"][(*at, cols)]
+    a["error"][(*at, [c for c, f in zip(cols, near, strict=True) if f])] = np.nan
 
 
 def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:

@@ -144,7 +144,7 @@ def _mass1d_inner(err: SpecError, study: Path) -> bool:
     declarations."""
     mass1d = [n for n, m in RAW[study]["models"].items() if m.get("builder") == "mass1d"]
     return any(re.search(rf"models\.{re.escape(n)}\.options\."
-                         r"(observable|parameters|components|resolution)\b", err.path)
+                         r"(observable|parameters|components|resolution|discriminants)\b", err.path)
                for n in mass1d)
 
 

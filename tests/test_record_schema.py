@@ -54,6 +54,8 @@ def test_docs_table_is_the_schema():
         assert meaning.startswith("studies with `fit.scan` only: ") == (f.requires == "scan")
         assert meaning.startswith("studies with `importance` only: ") == (
             f.requires == "importance")
+        assert meaning.startswith("studies with discriminants only: ") == (
+            f.requires == "sweights")
         assert f.doc in meaning, f.name
 
 
@@ -68,8 +70,9 @@ def test_only_fit_time_measures_the_machine():
 def test_optional_fields_follow_the_study_features():
     assert "scan_t" not in {f.name for f in study_fields()}
     assert "sampled_from" not in {f.name for f in study_fields({"scan"})}
-    assert [f.name for f in study_fields({"scan", "importance"})] == [
+    assert [f.name for f in study_fields({"scan", "importance", "sweights"})] == [
         f.name for f in RECORD_FIELDS]
+    assert "error_naive" not in {f.name for f in study_fields({"scan", "importance"})}
     assert [f.name for f in study_fields({"importance"})][-2:] == ["sampled_from",
                                                                     "log_ratio"]
 

@@ -38,9 +38,11 @@ import numpy as np
 import scipy.fft
 
 from ..errors import ModelError
+from .discriminants import Discriminants, DiscriminatedSample, sweighted_covariance
 from .params import ParameterSet
 from .resolution import Resolution
 from .streams import DataStreams, as_streams
+from .sweights import WeightedCovariance
 
 __all__ = [
     "TOTAL_STREAM",
@@ -56,6 +58,9 @@ __all__ = [
 
 #: how many shape values :meth:`Model1D._shape_rows` keeps per component
 _ROWS_MEMO = 8
+
+#: suffix of the stream names of the discriminants of a component or species
+DISCRIMINANT_SUFFIX = "#m"
 
 #: stream name of a toy drawn from the total density (a model with a negative yield); not
 #: a valid component name of the declarative builder, so it never shares a component's
@@ -136,11 +141,17 @@ class Model1D:
         a signal whose yield can vanish). The fitter's multi-start covers their whole
         allowed range (:func:`toyengine.fit.fit`), and they are the coordinates of the
         look-elsewhere scan (:mod:`toyengine.lee`).
+    discriminants : Discriminants or None
+        Discriminating observables and the species they separate
+        (:mod:`toyengine.core.discriminants`): the model then generates
+        :class:`~toyengine.core.discriminants.DiscriminatedSample` toys, and its likelihood
+        of such a toy is the sWeighted one. Default none (plain arrays, unweighted).
     """
 
     def __init__(self, observable: Observable, components: Sequence[Component],
                  parameters: ParameterSet, resolution: Resolution | None = None,
-                 grid_step: float = 0.01, scan_parameters: Sequence[str] = ()):
+                 grid_step: float = 0.01, scan_parameters: Sequence[str] = (),
+                 discriminants: Discriminants | None = None):
         if not components:
             msg = "model needs at least one component"
             raise ModelError(msg)
@@ -214,6 +225,9 @@ class Model1D:
                 self._basis_grid.append(None)
         self._basis_int = [None if b is None else _trapz_rows(b, self.h)
                            for b in self._basis_grid]
+        self.discriminants = discriminants
+        if discriminants is not None:
+            _check_discriminants(discriminants, self.components, len(self.grid))
         # per component: the values its entry belongs to and the normalised grid density
         self._cache: list[dict[str, object]] = [{} for _ in self.components]
         # per parametric component: its grid rows with derivatives at the last few shape
@@ -364,6 +378,9 @@ class Model1D:
         streams = as_streams(rng)
         x = self.parameters.values if values is None else np.asarray(values, dtype=float)
         if np.any(x[self._yield_idx] < 0.0):
+            if self.discriminants is not None:
+                msg = "a model with discriminants cannot be sampled with a negative yield"
+                raise ModelError(msg)
             return self._sample_total(x, streams)
         parts = []
         for i, n in enumerate(x[self._yield_idx]):
@@ -374,7 +391,39 @@ class Model1D:
             if "cdf" not in entry:
                 entry["cdf"] = _cdf_table(self.grid, entry["g"])  # type: ignore[arg-type]
             parts.append(_inverse_cdf(self.grid, entry["cdf"], u))  # type: ignore[arg-type]
+        if self.discriminants is not None:
+            return self._sample_discriminants(parts, streams)
         return np.concatenate(parts)
+
+    def _sample_discriminants(self, parts: list[np.ndarray], streams: DataStreams
+                              ) -> DiscriminatedSample:
+        """The events of the model's components (``parts``, species 0) with their
+        discriminants, then the events of each subtracted species: a Poisson count, x from
+        its density and its discriminants, each from streams of its own (the discriminants
+        of a component ``c`` from ``c + "#m"``: one row of uniforms per event, prefix-stable).
+        The discriminants are drawn independently of x, as sPlot assumes."""
+        disc = self.discriminants
+        assert disc is not None
+        d = len(disc.names)
+        xs, ms, sp = [], [], []
+
+        def draw(species: int, name: str, k: int) -> np.ndarray:
+            u = streams.events(name + DISCRIMINANT_SUFFIX).random((k, d))
+            shapes = disc.species[species].shapes
+            return np.stack([shapes[j].sample(u[:, j]) for j in range(d)], axis=1)
+
+        for c, part in zip(self.components, parts, strict=True):
+            xs.append(part)
+            ms.append(draw(0, c.name, part.size))
+            sp.append(np.zeros(part.size, dtype=np.int8))
+        for k, s in enumerate(disc.species[1:], start=1):
+            n = streams.count(s.name, s.expected)
+            u = streams.events(s.name).random(n)
+            xs.append(_inverse_cdf(self.grid, _cdf_table(self.grid, s.x_density), u))  # type: ignore[arg-type]
+            ms.append(draw(k, s.name, n))
+            sp.append(np.full(n, k, dtype=np.int8))
+        return DiscriminatedSample(np.concatenate(xs), np.concatenate(ms),
+                                   np.concatenate(sp))
 
     def _sample_total(self, x: np.ndarray, streams: DataStreams) -> np.ndarray:
         """Events of the total density ``sum_c N_c f_c`` (some ``N_c`` negative)."""
@@ -391,9 +440,36 @@ class Model1D:
         u = streams.events(TOTAL_STREAM).random(k)
         return _inverse_cdf(self.grid, _cdf_table(self.grid, total), u)
 
-    def nll(self, data: np.ndarray, weights: np.ndarray | None = None) -> UnbinnedNLL:
-        """Extended unbinned negative log-likelihood of ``data`` (events inside the range)."""
+    def nll(self, data: np.ndarray | DiscriminatedSample,
+            weights: np.ndarray | None = None) -> UnbinnedNLL:
+        """Extended unbinned negative log-likelihood of ``data`` (events inside the range).
+
+        For a :class:`~toyengine.core.discriminants.DiscriminatedSample` of a model with
+        discriminants: the likelihood of its x weighted with the sWeights of species 0
+        (:meth:`Discriminants.splot <toyengine.core.discriminants.Discriminants.splot>`)."""
+        if isinstance(data, DiscriminatedSample):
+            if weights is not None or self.discriminants is None:
+                msg = ("a sample with discriminants is weighted by the model's sWeights: "
+                       "give no weights, and fit it with a model that declares discriminants")
+                raise ModelError(msg)
+            return UnbinnedNLL(self, data.x, self.discriminants.splot(data.m).weights[:, 0])
         return UnbinnedNLL(self, data, weights)
+
+    def sweighted_covariance(self, data: DiscriminatedSample, values: np.ndarray,
+                             free: Sequence[str]) -> WeightedCovariance:
+        """Covariances (naive, sum of w², asymptotically correct) of the sWeighted fit of
+        ``data`` at its minimum ``values`` over the parameters ``free``
+        (:func:`toyengine.core.discriminants.sweighted_covariance`; Langenbruch, Eur. Phys.
+        J. C 82 (2022) 393)."""
+        if self.discriminants is None or not isinstance(data, DiscriminatedSample):
+            msg = "sweighted_covariance needs a model with discriminants and its sample"
+            raise ModelError(msg)
+        sp = self.discriminants.splot(data.m)
+        w = sp.weights[:, 0]
+        nll = UnbinnedNLL(self, data.x, w)
+        nll_w2 = UnbinnedNLL(self, data.x, w * w)
+        idx = [self.parameters.index(n) for n in free]
+        return sweighted_covariance(nll, nll_w2, np.asarray(values, dtype=float), idx, sp)
 
     def asimov(self, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The Asimov data set at ``values`` (default: the generation values): the nodes of
@@ -608,6 +684,22 @@ class UnbinnedNLL:
         hess = _numerical_hessian(self, x, idx, steps)
         hinv = np.linalg.inv(hess)
         return hinv @ ((g * w**2) @ g.T) @ hinv
+
+
+def _check_discriminants(disc: Discriminants, components: Sequence[Component],
+                         n_grid: int) -> None:
+    names = {c.name for c in components}
+    for s in disc.species[1:]:
+        if s.name in names or s.name == TOTAL_STREAM:
+            msg = f"species {s.name!r} has the name of a component: names must differ"
+            raise ModelError(msg)
+        if s.x_density is None or np.shape(s.x_density) != (n_grid,):
+            msg = (f"species {s.name!r} needs its density in the observable on the model's "
+                   f"grid ({n_grid} nodes)")
+            raise ModelError(msg)
+        if not (s.expected >= 0 and math.isfinite(s.expected)):
+            msg = f"species {s.name!r}: expected count must be >= 0, got {s.expected}"
+            raise ModelError(msg)
 
 
 def _n_rows(p: int, order: int) -> int:

@@ -33,10 +33,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.discriminants import Density1D, Discriminants, DiscriminatedSample, Species
 from ..core.kinematics import MASSES_PDG2020
 from ..core.model1d import Component, Model1D, Observable
 from ..core.params import Constraint, Parameter, ParameterSet
@@ -60,7 +62,7 @@ from .options import BuilderOptions, Field, FiniteFloat
 from .protocol import ToyModelBase
 
 __all__ = ["OPTIONS", "PARAMETER_KEYS", "SHAPES", "Mass1dOptions", "MassModel", "ShapeDecl",
-           "ShapeParam", "build_mass1d"]
+           "ShapeParam", "build_discriminants", "build_mass1d"]
 
 #: top-level options of ``mass1d`` -> (required, meaning)
 OPTIONS: dict[str, tuple[bool, str]] = {
@@ -73,6 +75,9 @@ OPTIONS: dict[str, tuple[bool, str]] = {
     "grid_step": (False, "grid step in observable units (default (hi - lo) / 1500)"),
     "scan": (False, "parameters that exist only with the signal (e.g. its mass and width): "
              "the fit's multi-start spreads starts over their whole range (default none)"),
+    "discriminants": (False, "{observables, shapes, model, subtract}: discriminating "
+                      "observables and the species that sWeights subtract (default none; "
+                      "docs/models.md, 'Discriminating observables')"),
 }
 
 
@@ -88,6 +93,7 @@ class Mass1dOptions(BuilderOptions):
     resolution: dict[str, Any] | None = Field(None, description=OPTIONS["resolution"][1])
     grid_step: FiniteFloat | None = Field(None, gt=0, description=OPTIONS["grid_step"][1])
     scan: list[str] | None = Field(None, description=OPTIONS["scan"][1])
+    discriminants: dict[str, Any] | None = Field(None, description=OPTIONS["discriminants"][1])
 
 
 #: keys of a parameter declaration
@@ -408,6 +414,25 @@ class MassModel(Model1D, ToyModelBase):
     the :class:`~toyengine.models.protocol.ToyModel` defaults for what a 1-D mixture does not
     define (no derived quantities, no GOF statistic, data from an ``.npz`` file)."""
 
+    def load_data(self, path: str | Path) -> Any:
+        """The ``x`` array of the ``.npz`` file at ``path``; for a model with discriminants
+        also its ``m`` array (``(n_events, n_discriminants)``): a
+        :class:`~toyengine.core.discriminants.DiscriminatedSample` to fit sWeighted."""
+        x = ToyModelBase.load_data(self, path)
+        if self.discriminants is None:
+            return x
+        with np.load(path, allow_pickle=False) as f:
+            if "m" not in f.files:
+                msg = (f"{path}: the model has discriminants {list(self.discriminants.names)}"
+                       " but the file has no 'm' array")
+                raise ModelError(msg)
+            m = np.asarray(f["m"], dtype=float)
+        if m.shape != (x.size, len(self.discriminants.names)):
+            msg = (f"{path}: 'm' has shape {m.shape}, expected ({x.size}, "
+                   f"{len(self.discriminants.names)})")
+            raise ModelError(msg)
+        return DiscriminatedSample(x, m, np.full(x.size, -1, dtype=np.int8))
+
 
 def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = None
                  ) -> MassModel:
@@ -509,5 +534,173 @@ def build_mass1d(options: Mapping[str, Any], rng: np.random.Generator | None = N
     for k, n in enumerate(scan):
         if n not in params.names:
             raise OptionError(f"scan[{k}]", n, f"a declared parameter ({list(params.names)})")
+    disc = None
+    if opts.get("discriminants") is not None:
+        disc = build_discriminants(opts["discriminants"], observable, float(grid_step),
+                                   resolution, [c.name for c in components])
     return MassModel(observable, components, params, resolution, float(grid_step),
-                     scan_parameters=tuple(scan))
+                     scan_parameters=tuple(scan), discriminants=disc)
+
+
+# --- discriminating observables -------------------------------------------------------------
+DISCRIMINANT_KEYS = ("observables", "shapes", "model", "subtract")
+_FIXED_SHAPE_KEYS = ("shape", "params", "options", "convolve", "fraction", "times")
+#: grid nodes of a discriminant density
+DISCRIMINANT_GRID = 4001
+
+
+def _fixed_density(raw: Any, path: str, observable: Observable, grid_step: float,
+                   resolution: Resolution | None, convolve_default: bool) -> np.ndarray:
+    """The normalised density on the grid of ``observable`` (step ``grid_step``) of a shape
+    of :data:`SHAPES` with fixed parameter values: ``{shape, params: {name: number or list},
+    options, convolve, times}``; ``times`` (another such shape, not convolved) multiplies
+    it before it is normalised (an exponential × positive polynomial)."""
+    d = _mapping(raw, path, _FIXED_SHAPE_KEYS, ("shape",))
+    if d["shape"] not in SHAPES:
+        raise OptionError(f"{path}.shape", d["shape"], f"one of {sorted(SHAPES)}")
+    decl = SHAPES[d["shape"]]
+    sopts = _shape_options(decl, d.get("options"), f"{path}.options")
+    given = _mapping(d.get("params") or {}, f"{path}.params", [p.name for p in decl.params])
+    names: list[Any] = []
+    plist: list[Parameter] = []
+    for sp in decl.params:
+        ppath = f"{path}.params.{sp.name}"
+        if sp.is_list:
+            order = sopts["order"]
+            default = [0.0] * order if decl.name == "chebyshev" else _flat_angles(order)
+            vals = given.get(sp.name, default)
+            if not isinstance(vals, list) or len(vals) != order:
+                raise OptionError(ppath, vals, f"a list of {order} numbers (options.order)")
+            nm = [f"{sp.name}{k + 1}" for k in range(order)]
+            plist += [Parameter(n, _number(v, f"{ppath}[{k}]"), fixed=True)
+                      for k, (n, v) in enumerate(zip(nm, vals, strict=True))]
+            names.append(nm)
+        else:
+            if sp.name not in given:
+                raise OptionError(ppath, None, "a required number (missing)")
+            plist.append(Parameter(sp.name, _number(given[sp.name], ppath), fixed=True))
+            names.append(sp.name)
+    convolve = d.get("convolve", convolve_default)
+    if not isinstance(convolve, bool) or (convolve and resolution is None):
+        raise OptionError(f"{path}.convolve", convolve,
+                          "true or false (true only with a resolution)")
+    try:
+        shape = decl.make(names, sopts, _Context(observable.lo, observable.hi, "d", path))
+        params = ParameterSet((Parameter("(yield)", 1.0, is_yield=True), *plist))
+        model = Model1D(observable, [Component("d", "(yield)", shape, convolve)], params,
+                        resolution if convolve else None, grid_step)
+        dens = np.array(model.component_grid(0, params.values), dtype=float)
+    except OptionError:
+        raise
+    except ModelError as exc:
+        raise OptionError(path, dict(d), f"a valid fixed shape ({exc})") from None
+    if d.get("times") is not None:
+        if convolve:
+            raise OptionError(f"{path}.times", d["times"], "absent (a convolved shape is not "
+                              "multiplied)")
+        dens = dens * _fixed_density(d["times"], f"{path}.times", observable, grid_step,
+                                     None, False)
+        h = float(np.diff(model.grid).mean())
+        dens = dens / (h * (dens.sum() - 0.5 * (dens[0] + dens[-1])))
+    if not np.all(np.isfinite(dens)):
+        raise OptionError(path, dict(d), "a shape with a finite, non-zero integral")
+    return dens
+
+
+def build_discriminants(raw: Any, observable: Observable, grid_step: float,
+                        resolution: Resolution | None, components: Sequence[str]
+                        ) -> Discriminants:
+    """The :class:`~toyengine.core.discriminants.Discriminants` of a declaration (the
+    ``discriminants`` option; ``docs/models.md``)::
+
+        discriminants:
+          observables: [{name: m1, range: [0, 1], unit: GeV}]
+          shapes:                       # fixed densities of one discriminant, by name
+            peak: {shape: gaussian, params: {mu: 0.5, sigma: 0.08}}
+            flat: {shape: exponential, params: {slope: 0.0}}
+          model: [peak]                 # the model's own components: a shape per observable
+          subtract:                     # the species the sWeights subtract
+            - name: fake
+              expected: 1500            # its expected count
+              shapes: [flat]
+              observable:               # its density in the fitted observable: parts
+                - {shape: exponential, params: {slope: -0.01}, fraction: 1}
+
+    Raises
+    ------
+    OptionError
+        A field is invalid; its path starts with ``discriminants``.
+    """
+    root = "discriminants"
+    d = _mapping(raw, root, DISCRIMINANT_KEYS, DISCRIMINANT_KEYS)
+    obs_raw = d["observables"]
+    if not isinstance(obs_raw, list) or not obs_raw:
+        raise OptionError(f"{root}.observables", obs_raw, "a non-empty list of {name, range}")
+    names, ranges, units = [], [], []
+    for i, o in enumerate(obs_raw):
+        p = f"{root}.observables[{i}]"
+        od = _mapping(o, p, ("name", "range", "unit"), ("name", "range"))
+        r = od["range"]
+        if (not isinstance(r, list) or len(r) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and math.isfinite(v) for v in r) or not r[0] < r[1]):
+            raise OptionError(f"{p}.range", r, "a list [lo, hi] of finite numbers, lo < hi")
+        names.append(_name(od["name"], f"{p}.name"))
+        ranges.append((float(r[0]), float(r[1])))
+        unit = od.get("unit", "")
+        if not isinstance(unit, str):
+            raise OptionError(f"{p}.unit", unit, "a string")
+        units.append(unit)
+    shapes_raw = d["shapes"]
+    if not isinstance(shapes_raw, Mapping) or not shapes_raw:
+        raise OptionError(f"{root}.shapes", shapes_raw, "a mapping name -> {shape, params}")
+
+    def per_observable(lst: Any, path: str) -> tuple[Density1D, ...]:
+        if not isinstance(lst, list) or len(lst) != len(names):
+            raise OptionError(path, lst, f"a list of {len(names)} shape names (one per "
+                              "discriminant)")
+        out = []
+        for j, key in enumerate(lst):
+            if key not in shapes_raw:
+                raise OptionError(f"{path}[{j}]", key, f"one of {sorted(shapes_raw)}")
+            lo, hi = ranges[j]
+            ob = Observable(names[j], lo, hi, units[j])
+            dens = _fixed_density(shapes_raw[key], f"{root}.shapes.{key}", ob,
+                                  (hi - lo) / (DISCRIMINANT_GRID - 1), None, False)
+            out.append(Density1D(np.linspace(lo, hi, len(dens)), dens))
+        return tuple(out)
+
+    species = [Species("(model)", per_observable(d["model"], f"{root}.model"))]
+    sub = d["subtract"]
+    if not isinstance(sub, list) or not sub:
+        raise OptionError(f"{root}.subtract", sub, "a non-empty list of species")
+    for i, s in enumerate(sub):
+        p = f"{root}.subtract[{i}]"
+        sd = _mapping(s, p, ("name", "expected", "shapes", "observable"),
+                      ("name", "expected", "shapes", "observable"))
+        sname = _name(sd["name"], f"{p}.name")
+        if sname in components or any(x.name == sname for x in species):
+            raise OptionError(f"{p}.name", sname, "a name no component or species has")
+        expected = _number(sd["expected"], f"{p}.expected", "a number >= 0")
+        if expected < 0:
+            raise OptionError(f"{p}.expected", expected, "a number >= 0")
+        parts = sd["observable"]
+        single = isinstance(parts, Mapping)
+        parts = [parts] if single else parts
+        if not isinstance(parts, list) or not parts:
+            raise OptionError(f"{p}.observable", parts, "a shape or a list of shapes with "
+                              "fractions")
+        dens = 0.0
+        total = 0.0
+        for k, part in enumerate(parts):
+            pp = f"{p}.observable" if single else f"{p}.observable[{k}]"
+            frac = _number(part.get("fraction", 1.0) if isinstance(part, Mapping) else None,
+                           f"{pp}.fraction", "a number > 0")
+            if not frac > 0:
+                raise OptionError(f"{pp}.fraction", frac, "a number > 0")
+            dens = dens + frac * _fixed_density(part, pp, observable, grid_step, resolution,
+                                                resolution is not None)
+            total += frac
+        species.append(Species(sname, per_observable(sd["shapes"], f"{p}.shapes"),
+                               expected, np.asarray(dens, dtype=float) / total))
+    return Discriminants(tuple(names), tuple(ranges), tuple(units), tuple(species))

@@ -34,10 +34,11 @@ from ..core.model1d import Component, Observable
 from ..core.params import Parameter, ParameterSet
 from ..core.resolution import Resolution, default_tcc_resolution, tcc_alternative_resolutions
 from ..core.shapes import PhaseSpacePolynomial, RelativisticBW
-from .mass1d import MassModel
+from .mass1d import MassModel, build_discriminants
 from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
 
-__all__ = ["TCC_OFFSET", "ResolutionShape", "TccOptions", "UnitarisedOptions", "build_tcc"]
+__all__ = ["TCC_OFFSET", "NonD0Options", "ResolutionShape", "TccOptions", "UnitarisedOptions",
+           "build_tcc", "non_d0_declaration"]
 
 M_D0 = M["D0"]
 M_PI = M["pi+"]
@@ -80,6 +81,37 @@ class UnitarisedOptions(BuilderOptions):
     g_param: str | None = Field(None, min_length=1, description="name of |g|")
 
 
+class NonD0Options(BuilderOptions):
+    """The non-D⁰ background ("fake D⁰" candidates) and its sPlot subtraction (Nature
+    Physics 18 (2022) 751, Methods, "Non-D0 background subtraction"; Nature Communications
+    13 (2022) 3351, Methods): the two D⁰ candidate masses as discriminants in ±``window``
+    around m(D⁰); a genuine D⁰ is a modified Novosibirsk peak, a fake one an exponential ×
+    positive first-order polynomial. Three subtracted species (fake first, fake second,
+    both fake) beside the model's genuine D⁰D⁰ pairs. The fake candidates' δm density is
+    B′₁₀ of Nature Communications 13 (2022) 3351, Eq. 3 (Φ₂(D*⁺D⁰) × P₁ ⊗ R + Φ₃(D⁰D⁰π⁺)),
+    the function the paper overlays on the subtracted components (its Supplementary Fig. 2).
+    Values the papers do not state are chosen in docs/tcc-references.md."""
+
+    expected: FiniteFloat = Field(gt=0, le=1e6, description="expected non-D⁰ candidates "
+                                  "in the δm range (all three species)")
+    both_fake: FiniteFloat = Field(0.2, ge=0, le=1, description="share of them with both "
+                                   "D⁰ candidates fake (the rest split equally between "
+                                   "the two one-fake species)")
+    window: FiniteFloat = Field(65.0, gt=0, le=500, description="D⁰ mass window half "
+                                "width (MeV)")
+    sigma: FiniteFloat = Field(7.0, gt=0, le=100, description="D⁰ → K⁻π⁺ mass resolution "
+                               "(MeV), the Novosibirsk width")
+    tau: FiniteFloat = Field(-0.1, ge=-2, le=2, description="Novosibirsk asymmetry (< 0: "
+                             "low-mass tail)")
+    slope: FiniteFloat = Field(-0.005, ge=-1, le=1, description="slope of the fake D⁰ "
+                               "exponential (1/MeV)")
+    poly: FiniteFloat = Field(0.7853981633974483, ge=0, le=1.5707963267948966,
+                              description="angle of the positive P₁ of the fake D⁰ mass "
+                              "(π/4: flat)")
+    three_body: FiniteFloat = Field(0.5, ge=0, le=1, description="share of Φ₃(D⁰D⁰π⁺) in "
+                                    "the fake candidates' δm density (B′₁₀)")
+
+
 class TccOptions(BuilderOptions):
     """Options of the ``tcc`` builder: the T_cc⁺ → D0 D0 π+ δm model of LHCb, Nature
     Physics 18 (2022) 751 and Nature Communications 13 (2022) 3351."""
@@ -107,6 +139,9 @@ class TccOptions(BuilderOptions):
                                    "step (MeV)")
     unitarised: UnitarisedOptions = Field(default_factory=UnitarisedOptions,
                                           description="unitarised-shape options")
+    non_d0: NonD0Options | None = Field(None, description="generate the non-D⁰ background "
+                                        "and fit sWeighted data (default none: the δm "
+                                        "spectrum as if background-subtracted)")
 
     _ordered = field_validator("range")(ordered_pair)
 
@@ -199,5 +234,43 @@ def build_tcc(options: Mapping[str, Any] | None = None,
         comps.append(Component("background3", "n_bkg3",
                                PhaseSpacePolynomial(tnames, TCC_OFFSET, (M_D0, M_D0, M_PI), lo, hi),
                                convolve=False))
+    disc = None
+    if opts.non_d0 is not None:
+        disc = build_discriminants(non_d0_declaration(opts.non_d0), obs, opts.grid_step, reso,
+                                   [c.name for c in comps])
     return MassModel(obs, comps, ParameterSet(tuple(params)), reso, opts.grid_step,
-                     scan_parameters=scan)
+                     scan_parameters=scan, discriminants=disc)
+
+
+def non_d0_declaration(o: NonD0Options) -> dict[str, Any]:
+    """The ``discriminants`` declaration (:func:`toyengine.models.mass1d.build_discriminants`)
+    of the non-D⁰ background :class:`NonD0Options` describes."""
+    lo, hi = M_D0 - o.window, M_D0 + o.window
+    obs = [{"name": f"m_D0_{k}", "range": [lo, hi], "unit": "MeV"} for k in (1, 2)]
+    one = 0.5 * (1.0 - o.both_fake) * o.expected
+    x_density = [
+        {"shape": "phase_space", "options": {"order": 1, "masses": ["D*+", "D0"],
+                                             "offset": TCC_OFFSET},
+         "params": {"phi": [math.pi / 4]}, "fraction": 1.0 - o.three_body, "convolve": True},
+        {"shape": "phase_space", "options": {"order": 0, "masses": ["D0", "D0", "pi+"],
+                                             "offset": TCC_OFFSET},
+         "fraction": o.three_body, "convolve": False},
+    ]
+    x_density = [p for p in x_density if p["fraction"] > 0]
+    return {
+        "observables": obs,
+        "shapes": {"d0": {"shape": "novosibirsk",
+                          "params": {"mu": M_D0, "sigma": o.sigma, "tau": o.tau}},
+                   "fake": {"shape": "bernstein", "options": {"order": 1},
+                            "params": {"phi": [o.poly]},
+                            "times": {"shape": "exponential", "params": {"slope": o.slope}}}},
+        "model": ["d0", "d0"],
+        "subtract": [
+            {"name": "fake_first", "expected": one, "shapes": ["fake", "d0"],
+             "observable": x_density},
+            {"name": "fake_second", "expected": one, "shapes": ["d0", "fake"],
+             "observable": x_density},
+            {"name": "fake_both", "expected": o.both_fake * o.expected,
+             "shapes": ["fake", "fake"], "observable": x_density},
+        ],
+    }

@@ -75,6 +75,13 @@ def param_axis(spec: StudySpec) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _sweighted(spec: StudySpec) -> bool:
+    """Does any fitted model of ``spec`` declare discriminating observables (its fits are
+    then sWeighted, :mod:`toyengine.core.discriminants`)?"""
+    return any(getattr(build_model(spec, v, h), "discriminants", None) is not None
+               for v in spec.variants[:1] for h in spec.hypotheses)
+
+
 def param_labels(spec: StudySpec, params: Sequence[str]) -> dict[str, tuple[str, str]]:
     """``{name: (label, unit)}`` for ``params`` from the models' :class:`Parameter`
     declarations (first model that declares the name wins; derived quantities and
@@ -265,6 +272,8 @@ class Plan:
         features = {"scan"} if scan is not None else set()
         if spec.importance is not None:
             features.add("importance")
+        if _sweighted(spec):
+            features.add("sweights")
         return cls(spec, kind_info(spec.kind), params, param_labels(spec, params), scan,
                    study_fields(features))
 

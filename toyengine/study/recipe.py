@@ -492,6 +492,38 @@ def toy_nll(spec: StudySpec, toy: int, hypothesis: str, values: np.ndarray,
     return float(nll(np.asarray(values, dtype=float)))
 
 
+def _sweighted_errors(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyModel,
+                      data: Any, res: FitResult, pindex: dict[str, int]) -> None:
+    """The errors of a fit to sWeighted data (a model with discriminating observables,
+    :mod:`toyengine.core.discriminants`): ``error`` becomes the asymptotically correct one
+    (Langenbruch, Eur. Phys. J. C 82 (2022) 393), ``error_naive`` and ``error_sumw2`` hold
+    the inverse weighted Hessian's and the sum-of-weights-squared one, over the parameters
+    the fit left free (not those it fixed at a limit). Where the covariance cannot be
+    computed (no minimum, a singular Hessian) the three stay NaN, and ``error`` is NaN for a
+    parameter on its limit: the toy has no valid error there, and the pulls summary leaves
+    it out of that parameter's row."""
+    free = [n for n in res.free_names if n not in res.fixed_at_limit]
+    cols = [pindex[n] for n in free]
+    a["error"][(*at, cols)] = np.nan
+    if not (free and math.isfinite(res.nll)):
+        return
+    try:
+        cov = model.sweighted_covariance(data, res.values, free)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no covariance: the errors stay NaN
+        return
+    with np.errstate(invalid="ignore"):
+        for name, c in (("error", cov.corrected), ("error_naive", cov.naive),
+                        ("error_sumw2", cov.sumw2)):
+            a[name][(*at, cols)] = np.sqrt(np.diag(c))
+    # a parameter on its limit (within half its naive error, iminuit's criterion) has no
+    # asymptotically normal estimate, and where its density's slope vanishes there (the
+    # angles of a positive polynomial at 0 or π/2) the sandwich error is ~0: no error
+    lo, hi = (np.array([model.parameters[n].limits[k] for n in free]) for k in (0, 1))
+    x = np.array([res.value(n) for n in free])
+    near = np.minimum(x - lo, hi - x) < 0.5 * a["error_naive"][(*at, cols)]
+    a["error"][(*at, [c for c, f in zip(cols, near, strict=True) if f])] = np.nan
+
+
 def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     """Run the toys of one chunk and return their records (pure: same input, same output).
 
@@ -565,6 +597,8 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             cols = [pindex[nm] for nm in res.names]
             a["value"][i, h, cols] = res.values
             a["error"][i, h, cols] = res.errors
+            if "error_naive" in a:
+                _sweighted_errors(a, (i, h), model, data, res, pindex)
             if res.minos_lower.size:
                 a["minos_lower"][i, h, cols] = res.minos_lower
                 a["minos_upper"][i, h, cols] = res.minos_upper

@@ -10,7 +10,9 @@ A field marked ``machine`` measures the computer, not the toy (``fit_time``): it
 per-toy field that differs between two runs of the same study, so "same study + same root
 seed ⇒ identical store" holds exactly for every other field. A field with ``requires`` exists
 only in the stores of studies that have that feature (``scan_t``: a look-elsewhere scan,
-``fit.scan``; ``sampled_from`` and ``log_ratio``: importance sampling, ``importance:``).
+``fit.scan``; ``sampled_from`` and ``log_ratio``: importance sampling, ``importance:``;
+``error_naive`` and ``error_sumw2``: models with discriminating observables, fitted to
+sWeighted data).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ RECORD_FIELDS: tuple[Field, ...] = (
           "done"),
     Field("error", _HP, _F8, math.nan, "param",
           "HESSE error, or √diag of the inverse analytic Hessian after a Newton fit (NaN "
-          "for fixed parameters)"),
+          "for fixed parameters); for a fit to sWeighted data the asymptotically correct "
+          "error (see `error_naive`)"),
     Field("minos_lower", _HP, _F8, math.nan, "param",
           "signed MINOS lower error (NaN when MINOS was not run or failed for that parameter)"),
     Field("minos_upper", _HP, _F8, math.nan, "param",
@@ -99,6 +102,13 @@ RECORD_FIELDS: tuple[Field, ...] = (
           "ln p_k(data) − ln p_0(data): the toy's log-likelihood under each injected model "
           "minus that under `generate`, both at their generation values (extended, "
           "constraint terms left out)", requires="importance"),
+    Field("error_naive", _HP, _F8, math.nan, "param",
+          "the sWeighted fit's naive error √diag H⁻¹ (H the weighted Hessian); `error` "
+          "holds the asymptotically correct one (Langenbruch, Eur. Phys. J. C 82 (2022) 393)",
+          requires="sweights"),
+    Field("error_sumw2", _HP, _F8, math.nan, "param",
+          "the sWeighted fit's sum-of-weights-squared error √diag H⁻¹H₂H⁻¹ (H₂ the "
+          "w²-weighted Hessian)", requires="sweights"),
 )
 
 _BY_NAME = {f.name: f for f in RECORD_FIELDS}

@@ -44,8 +44,8 @@ NOT_IN_SCHEMA = (
     "distinct models of the file other than `generate`",
     "the `data` file exists and holds finite, non-object arrays of matching shapes",
     "option checks that involve several options (e.g. range / grid_step)",
-    "the `mass1d` builder's checks inside `observable`, `parameters`, `components` and "
-    "`resolution` (shapes, their parameters and options; docs/models.md)",
+    "the `mass1d` builder's checks inside `observable`, `parameters`, `components`, "
+    "`resolution` and `discriminants` (shapes, their parameters and options; docs/models.md)",
     "options of plug-in builders (`package.module:function`, entry points), also in variant "
     "patches",
 )

@@ -9,6 +9,10 @@ For each (variant, hypothesis, parameter) with a generation value (``truth``):
   (the large-n standard error of a Gaussian standard deviation);
 * coverage of the ±1σ intervals, HESSE ``|x̂ − x_true| ≤ σ̂`` and, if MINOS ran,
   ``x̂ + σ⁻ ≤ x_true ≤ x̂ + σ⁺``, with a Clopper–Pearson 68.27% interval; nominal 68.27%;
+* for fits to sWeighted data (stores with ``error_naive``; ``error`` is then the
+  asymptotically correct error of Langenbruch, Eur. Phys. J. C 82 (2022) 393): the coverage
+  and pull width with the naive and the sum-of-weights-squared errors beside it, on the
+  same toys;
 * the failed-fit fraction, always (a failed fit is never silently dropped; with
   ``include_failed=True`` invalid fits with finite results are used as well).
 
@@ -65,6 +69,9 @@ class PullRow:
         Fraction of toys with the truth inside ±1σ̂, and its CP interval.
     coverage_minos, coverage_minos_lo, coverage_minos_hi : float
         Same for the MINOS interval (NaN when MINOS did not run); ``n_minos`` toys.
+    coverage_naive, pull_width_naive, coverage_sumw2, pull_width_sumw2 : float
+        Coverage and pull width with the naive and the sum-of-weights-squared errors of a
+        fit to sWeighted data (NaN for other stores).
     """
 
     variant: int
@@ -93,6 +100,10 @@ class PullRow:
     coverage_minos_lo: float = math.nan
     coverage_minos_hi: float = math.nan
     n_minos: int = 0
+    coverage_naive: float = math.nan
+    pull_width_naive: float = math.nan
+    coverage_sumw2: float = math.nan
+    pull_width_sumw2: float = math.nan
 
 
 _CSV_FIELDS = tuple(PullRow.__dataclass_fields__)
@@ -149,6 +160,9 @@ class PullTable:
             "cov. HESSE",
             "cov. MINOS",
         )
+        weighted = any(math.isfinite(r.coverage_naive) for r in self.rows)
+        if weighted:
+            hdr = (*hdr, "cov. naive", "cov. Σw²")
         display = dict(self.labels)
         one_variant = len({r.variant for r in self.rows}) <= 1
         n_flag = 0
@@ -186,11 +200,18 @@ class PullTable:
                     f"{fmt_num(r.coverage_hesse, 3)} [{fmt_num(r.coverage_hesse_lo, 3)}, "
                     f"{fmt_num(r.coverage_hesse_hi, 3)}]",
                     cov_m,
+                    *((f"{fmt_num(r.coverage_naive, 3)} (width {fmt_num(r.pull_width_naive, 3)})",
+                       f"{fmt_num(r.coverage_sumw2, 3)} (width {fmt_num(r.pull_width_sumw2, 3)})")
+                      if weighted else ()),
                 )
             )
         notes = [
             "pull = (x̂ − truth)/σ̂(HESSE); width error σ/√(2(n−1)); coverage of ±1σ "
             "(nominal 0.683) with Clopper–Pearson 68.27% interval.",
+            *(["sWeighted fits: σ̂ is the asymptotically correct error (Langenbruch, Eur. "
+               "Phys. J. C 82 (2022) 393); cov. naive and cov. Σw² use the inverse weighted "
+               "Hessian and the sum-of-weights-squared error on the same toys (pull width in "
+               "brackets): both ignore the uncertainty of the sWeights."] if weighted else []),
             *([f"! = pull mean more than 3σ from 0 or width more than 3σ from 1 "
                f"({n_flag} flagged)."] if n_flag else []),
             "failed = attempted fits that did not converge / attempted fits; "
@@ -261,6 +282,7 @@ def _row(
     done: np.ndarray,
     valid: np.ndarray,
     cl: float,
+    alt: dict[str, np.ndarray] | None = None,
 ) -> PullRow | None:
     use = ok & np.isfinite(x) & np.isfinite(err) & (err > 0)
     n = int(use.sum())
@@ -291,7 +313,16 @@ def _row(
             k_m = int(np.count_nonzero(inside))
             cov_m = k_m / n_m
             lo_m, hi_m = clopper_pearson(k_m, n_m, cl)
+    extra = {}
+    for name, e in (alt or {}).items():
+        ea = e[use]
+        ok_a = np.isfinite(ea) & (ea > 0)
+        if ok_a.any():
+            extra[f"coverage_{name}"] = float(np.mean(np.abs(xs[ok_a] - truth) <= ea[ok_a]))
+            pa = (xs[ok_a] - truth) / ea[ok_a]
+            extra[f"pull_width_{name}"] = float(pa.std(ddof=1)) if pa.size > 1 else nan
     return PullRow(
+        **extra,  # type: ignore[arg-type]
         variant=v,
         variant_name=vname,
         hypothesis=h,
@@ -358,6 +389,8 @@ def pull_summary(
     mlo_all = ds["minos_lower"].transpose(*dims).values if has_minos else None
     mhi_all = ds["minos_upper"].transpose(*dims).values if has_minos else None
     truth = ds["truth"].transpose("variant", "param").values
+    alt_all = {k: ds[f"error_{k}"].transpose(*dims).values for k in ("naive", "sumw2")
+               if f"error_{k}" in ds}
     okv = ok_all.transpose("variant", "toy", "hypothesis").values
     donev = done.transpose("variant", "toy", "hypothesis").values
     validv = valid.transpose("variant", "toy", "hypothesis").values
@@ -401,6 +434,7 @@ def pull_summary(
                     donev[v, :, ih],
                     validv[v, :, ih],
                     cl,
+                    {k: e[v, :, ih, ip] for k, e in alt_all.items()},
                 )
                 if r is not None:
                     rows.append(r)

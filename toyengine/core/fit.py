@@ -20,7 +20,6 @@ import numpy as np
 from iminuit import Minuit
 
 from . import newton
-from .minuit_messages import quiet_minuit2
 from .params import ParameterSet
 
 __all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
@@ -415,8 +414,11 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
                    g2=obj.g2 if hessian else False,
                    hessian=obj.hessian if hessian else False, name=params.names)
         m.errordef = Minuit.LIKELIHOOD
-        m.print_level = 0
-        quiet_minuit2()
+        # -1: no Minuit2 messages at all. At 0 its C++ code still writes states MIGRAD
+        # recovers from ("E VariableMetricBuilder Initial matrix not pos.def.") to stdout,
+        # where they corrupt a command's JSON or CSV output; the fit status and
+        # fail_reason say what happened. (Process-wide: Minuit2 has one print level.)
+        m.print_level = -1
         params.to_minuit(m)
         hit = cache[key] = (m, obj)
     m, obj = hit

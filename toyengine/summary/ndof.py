@@ -19,7 +19,6 @@ import xarray as xr
 from iminuit import Minuit
 from scipy import special, stats
 
-from ..core.minuit_messages import quiet_minuit2
 from ._common import SummaryError
 
 __all__ = ["Chi2Fit", "fit_chi2_ndof"]
@@ -196,8 +195,8 @@ def fit_chi2_ndof(
     else:
         s0, k0 = 1.0, max(mean, 0.05)
     w0 = min(max(n_cens / n, 0.01), 0.9) if zero_mass else 0.0
-    quiet_minuit2()
     m = Minuit(nll, k=k0, s=s0, w=w0)
+    m.print_level = -1  # no Minuit2 messages on stdout (see core/fit.py)
     m.errordef = Minuit.LIKELIHOOD
     m.limits["k"] = (1e-3, 1e4)
     m.limits["s"] = (1e-6, 1e6)

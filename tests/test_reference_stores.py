@@ -75,7 +75,8 @@ def here(clients, tmp_path_factory):
 
 
 #: studies whose whole matrix runs in the default suite (a few seconds each)
-CHEAP = {"tcc__pulls", "tcc__significance", "tcc__model_variation", "examples__hello"}
+CHEAP = {"tcc__pulls", "tcc__significance", "tcc__model_variation", "examples__hello",
+         "tcc__pulls_sweighted"}
 #: studies that run once (two workers, one-toy chunks) in the default suite: one Dalitz
 #: study with two hypotheses and a multi-start fit. The others cost a minute or more per
 #: fresh worker process on a loaded 2-core machine (Dalitz fits; the unitarised profile's

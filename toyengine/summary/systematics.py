@@ -55,7 +55,6 @@ Mapping onto the result store:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -69,19 +68,28 @@ from ._common import (
     SummaryError,
     check_hypothesis,
     default_hypothesis,
-    fit_masks,
     fmt_num,
     jsonable,
     require_vars,
 )
+from .extract import (
+    degenerate_pairs,
+    fit_arrays,
+    fit_variant_names,
+    table_params,
+    variant_groups,
+    variant_names,
+    variant_separate,
+)
 from .syststats import (
-    HALF_68,
     PAIR_SUFFIXES,
     SystRow,
     VariantShift,
+    bootstrap_spread,
     bootstrap_totals,
     combine_group,
     quadrature,
+    quadrature_stat,
     variant_shifts,
 )
 from .tables import Cell, Table
@@ -494,6 +502,41 @@ def _tex(s: str) -> str:
 
     return latex_escape(s)
 
+def _baseline_and_rules(
+    ds: xr.Dataset,
+    params: Sequence[str],
+    reference: Mapping[str, float],
+    relative_to: str,
+    combine: str,
+    group_rules: Mapping[str, str] | None,
+) -> tuple[str, str, dict[str, str]]:
+    """``relative_to`` with "auto" resolved, the default group rule and the per-group rules
+    of :func:`systematic_table`, checked."""
+    groups_all = (
+        [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else []
+    )
+    if relative_to == "auto":
+        paired_store = int(ds.attrs.get("paired", 0)) == 1
+        has_nominal = any(g.lower() == "nominal" for g in groups_all)
+        relative_to = "paired" if paired_store and has_nominal else "reference"
+    if relative_to == "reference":
+        bad = [p for p in params if not math.isfinite(reference[p])]
+        if bad:
+            msg = f"systematic_table: reference value is NaN for {bad}; use relative_to='nominal'"
+            raise SummaryError(msg)
+    elif relative_to not in ("nominal", "paired"):
+        msg = f"relative_to={relative_to!r} must be 'auto', 'paired', 'reference' or 'nominal'"
+        raise SummaryError(msg)
+    random_draws = kind_info(ds.attrs.get("kind", "")).random_draws
+    default_rule = combine if combine != "auto" else ("rms" if random_draws else "max")
+    rules = dict(group_rules or {})
+    for g, r in [("<default>", default_rule), *rules.items()]:
+        if r not in ("max", "rms"):
+            msg = f"group rule {r!r} for {g!r} must be 'max' or 'rms'"
+            raise SummaryError(msg)
+    return relative_to, default_rule, rules
+
+
 
 def systematic_table(
     ds: xr.Dataset,
@@ -546,76 +589,14 @@ def systematic_table(
     """
     require_vars(ds, ["value", "valid", "reference"], "systematic_table")
     hyp = check_hypothesis(ds, hypothesis) if hypothesis else default_hypothesis(ds)
-    all_params = [str(p) for p in ds["param"].values]
-    if params is None:
-        poi = str(ds.attrs.get("poi", "") or "").split()
-        if poi:
-            params = poi
-        else:
-            ref = ds["reference"]
-            vals = ds["value"].sel(hypothesis=hyp)
-            present = np.isfinite(vals).any(dim=("variant", "toy"))
-            params = [
-                p
-                for p in all_params
-                if np.isfinite(float(ref.sel(param=p))) and bool(present.sel(param=p))
-            ]
-    elif isinstance(params, str):
-        params = params.split()
-    params = list(params)
-    for p in params:
-        if p not in all_params:
-            msg = f"systematic_table: param {p!r} is not in the Dataset; allowed: {all_params}"
-            raise SummaryError(msg)
-    if not params:
-        msg = "systematic_table: no parameters to tabulate (pass params=[...])"
-        raise SummaryError(msg)
+    params = table_params(ds, params, hyp, "systematic_table")
     reference = {p: float(ds["reference"].sel(param=p)) for p in params}
-    groups_all = (
-        [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else []
-    )
-    if relative_to == "auto":
-        paired_store = int(ds.attrs.get("paired", 0)) == 1
-        has_nominal = any(g.lower() == "nominal" for g in groups_all)
-        relative_to = "paired" if paired_store and has_nominal else "reference"
-    if relative_to == "reference":
-        bad = [p for p in params if not math.isfinite(reference[p])]
-        if bad:
-            msg = f"systematic_table: reference value is NaN for {bad}; use relative_to='nominal'"
-            raise SummaryError(msg)
-    elif relative_to not in ("nominal", "paired"):
-        msg = f"relative_to={relative_to!r} must be 'auto', 'paired', 'reference' or 'nominal'"
-        raise SummaryError(msg)
-    random_draws = kind_info(ds.attrs.get("kind", "")).random_draws
-    default_rule = combine if combine != "auto" else ("rms" if random_draws else "max")
-    rules = dict(group_rules or {})
-    for g, r in [("<default>", default_rule), *rules.items()]:
-        if r not in ("max", "rms"):
-            msg = f"group rule {r!r} for {g!r} must be 'max' or 'rms'"
-            raise SummaryError(msg)
+    relative_to, default_rule, rules = _baseline_and_rules(
+        ds, params, reference, relative_to, combine, group_rules)
 
-    done, valid = fit_masks(ds)
-    ok = (done if include_failed else valid).sel(hypothesis=hyp)
-    ok = ok.transpose("variant", "toy").values
-    donev = done.sel(hypothesis=hyp).transpose("variant", "toy").values
-    validv = valid.sel(hypothesis=hyp).transpose("variant", "toy").values
-    vals = ds["value"].sel(hypothesis=hyp, param=params).transpose("variant", "toy", "param").values
+    ok, donev, validv, vals = fit_arrays(ds, hyp, params, include_failed)
     nv = ds.sizes["variant"]
-    names = (
-        [str(x) for x in ds["variant_name"].values]
-        if "variant_name" in ds
-        else [str(i) for i in range(nv)]
-    )
-    groups = (
-        [str(x) for x in ds["variant_group"].values]
-        if "variant_group" in ds
-        else ["nominal" if i == 0 else "variation" for i in range(nv)]
-    )
-    seps = (
-        [bool(x) for x in ds["variant_separate"].values]
-        if "variant_separate" in ds
-        else [False] * nv
-    )
+    names, groups, seps = variant_names(ds), variant_groups(ds), variant_separate(ds)
 
     nominal_idx = [v for v in range(nv) if groups[v].lower() == "nominal"]
     if relative_to in ("nominal", "paired") and not nominal_idx:
@@ -626,13 +607,8 @@ def systematic_table(
     d, m, sh_all, st_all, ens_mean, n_used, n_dropped = variant_shifts(
         vals, ok, donev, ref_arr, nom, relative_to)
 
-    same_as: dict[str, str] = {}
-    raw_deg = ds.attrs.get("degenerate_variants", "")
-    if raw_deg:
-        for a_name, b_name in json.loads(raw_deg):
-            same_as.setdefault(str(a_name), str(b_name))
-
-    fit_names = {str(n) for n in json.loads(ds.attrs.get("fit_variants", "") or "[]")}
+    same_as = degenerate_pairs(ds)
+    fit_names = fit_variant_names(ds)
     shifts: list[VariantShift] = []
     for v in range(nv):
         shifts.append(
@@ -679,27 +655,9 @@ def systematic_table(
         reps = bootstrap_totals(d, m, nom if relative_to == "nominal" else -1,
                                  [(members_of[r.source], rule_of[r.source]) for r in rows],
                                  n_bootstrap, bootstrap_seed)
-        for i, p in enumerate(params):
-            t = total[p]
-            r_p = reps[:, i]
-            r_p = r_p[np.isfinite(r_p)]
-            if not (math.isfinite(t) and r_p.size):
-                continue
-            q_lo, q_hi = np.quantile(r_p, [0.5 - HALF_68, 0.5 + HALF_68])
-            total_bias[p] = float(r_p.mean() - t)
-            if r_p.size > 1:
-                total_error[p] = float(np.std(r_p, ddof=1))
-            total_interval[p] = (float(max(2 * t - q_hi, 0.0)), float(max(2 * t - q_lo, 0.0)))
-    total_stat = {}
+        total_bias, total_interval, total_error = bootstrap_spread(reps, total, params)
+    total_stat = quadrature_stat(rows, total, params)
     for p in params:
-        num = [
-            r.value[p] * r.stat[p]
-            for r in rows
-            if math.isfinite(r.value[p]) and math.isfinite(r.stat[p])
-        ]
-        total_stat[p] = (
-            math.sqrt(sum(x * x for x in num)) / total[p] if num and total[p] > 0 else math.nan
-        )
         total_error.setdefault(p, total_stat[p])
     return SystTable(
         params=tuple(params),

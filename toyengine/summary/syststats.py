@@ -8,13 +8,14 @@ procedure and the papers).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["HALF_68", "PAIR_SUFFIXES", "SystRow", "VariantShift", "bootstrap_totals",
-           "combine_group", "group_values", "quadrature", "variant_shifts"]
+__all__ = ["HALF_68", "PAIR_SUFFIXES", "SystRow", "VariantShift", "bootstrap_spread",
+           "bootstrap_totals", "combine_group", "group_values", "quadrature", "quadrature_stat",
+           "variant_shifts"]
 
 #: Suffix pairs (plus, minus) that mark a ± variation pair within one variant_group.
 PAIR_SUFFIXES: tuple[tuple[str, str], ...] = (("_up", "_down"), ("_plus", "_minus"), ("+", "-"))
@@ -303,3 +304,45 @@ def bootstrap_totals(
             tot2 += np.where(np.isfinite(val), val * val, 0.0)
         out[b0:b0 + nb] = np.sqrt(tot2)
     return out
+
+
+def bootstrap_spread(
+    reps: np.ndarray, total: Mapping[str, float], params: Sequence[str]
+) -> tuple[dict[str, float], dict[str, tuple[float, float]], dict[str, float]]:
+    """``(bias, interval, error)`` per parameter from the bootstrap replicas ``reps[b, p]`` of
+    the total: the mean of the replicas − the total, the basic (reverse-percentile) 68.3 %
+    interval ``[2T − q₈₄, 2T − q₁₆]`` clipped at 0 (Efron & Tibshirani, *An Introduction to
+    the Bootstrap*, Chapman & Hall 1993, Sect. 13.4), and the replicas' standard deviation."""
+    total_bias: dict[str, float] = {}
+    total_interval: dict[str, tuple[float, float]] = {}
+    total_error: dict[str, float] = {}
+    for i, p in enumerate(params):
+        t = total[p]
+        r_p = reps[:, i]
+        r_p = r_p[np.isfinite(r_p)]
+        if not (math.isfinite(t) and r_p.size):
+            continue
+        q_lo, q_hi = np.quantile(r_p, [0.5 - HALF_68, 0.5 + HALF_68])
+        total_bias[p] = float(r_p.mean() - t)
+        if r_p.size > 1:
+            total_error[p] = float(np.std(r_p, ddof=1))
+        total_interval[p] = (float(max(2 * t - q_hi, 0.0)), float(max(2 * t - q_lo, 0.0)))
+    return total_bias, total_interval, total_error
+
+
+def quadrature_stat(
+    rows: Sequence[SystRow], total: Mapping[str, float], params: Sequence[str]
+) -> dict[str, float]:
+    """The statistical error of the quadrature total propagated from the chosen candidates'
+    errors (it ignores that a maximum was taken)."""
+    total_stat = {}
+    for p in params:
+        num = [
+            r.value[p] * r.stat[p]
+            for r in rows
+            if math.isfinite(r.value[p]) and math.isfinite(r.stat[p])
+        ]
+        total_stat[p] = (
+            math.sqrt(sum(x * x for x in num)) / total[p] if num and total[p] > 0 else math.nan
+        )
+    return total_stat

@@ -71,6 +71,25 @@ def test_layers_import_down_only():
     assert bad == []
 
 
+
+def test_summary_reads_datasets_only():
+    """``summary/`` takes Datasets: it imports nothing from the store (opening stores and
+    writing report files is the CLI's), and from ``core`` only the fit-status enum."""
+    import ast
+    from pathlib import Path
+
+    root = Path(toyengine.__file__).parent / "summary"
+    bad = []
+    for f in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level != 2:
+                continue
+            top = (node.module or "").split(".")[0]
+            names = {a.name for a in node.names}
+            if top == "store" or (top == "core" and names != {"FitStatus"}):
+                bad.append(f"{f.name}: from ..{node.module} import {sorted(names)}")
+    assert bad == []
+
 def test_cli_status_summary_plot(tmp_path, cli):
     from pathlib import Path
 

@@ -90,6 +90,25 @@ def test_summary_reads_datasets_only():
                 bad.append(f"{f.name}: from ..{node.module} import {sorted(names)}")
     assert bad == []
 
+
+def test_no_private_module_of_another_layer():
+    """A layer uses another layer's public names: no ``from ..summary._common import``."""
+    import ast
+    from pathlib import Path
+
+    root = Path(toyengine.__file__).parent
+    bad = []
+    for f in root.rglob("*.py"):
+        rel = f.relative_to(root).parts
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level < len(rel):
+                continue  # absolute, or inside its own layer
+            mods = (node.module or "").split(".")
+            if any(m.startswith("_") and m != "__version__" and not m.startswith("__")
+                   for m in mods[1:]):
+                bad.append(f"{'/'.join(rel)}: from {'.' * node.level}{node.module}")
+    assert bad == []
+
 def test_cli_status_summary_plot(tmp_path, cli):
     from pathlib import Path
 

@@ -14,6 +14,33 @@ def test_public_api():
     assert len(toyengine.__all__) <= 16
 
 
+
+def test_subpackage_public_names():
+    """The names ``toyengine.summary`` and ``toyengine.store`` export are pinned too; each
+    is importable, and ``dir()`` of the package shows exactly those."""
+    import toyengine.store
+    import toyengine.summary
+
+    assert set(toyengine.summary.__all__) == {
+        "Chi2Fit", "EmpiricalP", "MissingDependencyError", "PValue", "PullRow", "PullTable",
+        "SECTIONS", "ShiftDefinitions", "ShiftPair", "SignificanceSummary", "SpreadSummary",
+        "SummaryError", "SystRow", "SystTable", "Table", "TailCheck", "VariantShift",
+        "chi2_pvalue", "clopper_pearson", "empirical_pvalue", "failed_summary",
+        "fit_chi2_ndof", "p_to_z", "plot_pulls", "plot_systematics", "plot_t_distribution",
+        "pull_summary", "render_summary", "shift_definitions", "significance_summary",
+        "summary_tables", "systematic_table", "test_statistic", "variant_significance",
+        "write_plots", "z_to_p",
+    }
+    assert set(toyengine.store.__all__) == {
+        "ChunkProblem", "FORMAT_VERSION", "StoreInfo", "check_chunks", "create_store",
+        "extend_store", "open_results", "read_status", "unmark", "verify_store",
+        "write_chunk", "write_status",
+    }
+    for pkg in (toyengine.summary, toyengine.store):
+        assert len(set(pkg.__all__)) == len(pkg.__all__)
+        assert all(hasattr(pkg, n) for n in pkg.__all__), pkg.__name__
+    assert sorted(dir(toyengine.summary)) == sorted(toyengine.summary.__all__)
+
 def test_layers_import_down_only():
     """No module imports a higher layer (core < models < study < run < cli; store and
     summary below run and cli), and the store does not import the package root or summary."""
@@ -43,6 +70,44 @@ def test_layers_import_down_only():
                     bad.append(f"{'/'.join(rel)} imports {t}")
     assert bad == []
 
+
+
+def test_summary_reads_datasets_only():
+    """``summary/`` takes Datasets: it imports nothing from the store (opening stores and
+    writing report files is the CLI's), and from ``core`` only the fit-status enum."""
+    import ast
+    from pathlib import Path
+
+    root = Path(toyengine.__file__).parent / "summary"
+    bad = []
+    for f in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level != 2:
+                continue
+            top = (node.module or "").split(".")[0]
+            names = {a.name for a in node.names}
+            if top == "store" or (top == "core" and names != {"FitStatus"}):
+                bad.append(f"{f.name}: from ..{node.module} import {sorted(names)}")
+    assert bad == []
+
+
+def test_no_private_module_of_another_layer():
+    """A layer uses another layer's public names: no ``from ..summary._common import``."""
+    import ast
+    from pathlib import Path
+
+    root = Path(toyengine.__file__).parent
+    bad = []
+    for f in root.rglob("*.py"):
+        rel = f.relative_to(root).parts
+        for node in ast.walk(ast.parse(f.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level < len(rel):
+                continue  # absolute, or inside its own layer
+            mods = (node.module or "").split(".")
+            if any(m.startswith("_") and m != "__version__" and not m.startswith("__")
+                   for m in mods[1:]):
+                bad.append(f"{'/'.join(rel)}: from {'.' * node.level}{node.module}")
+    assert bad == []
 
 def test_cli_status_summary_plot(tmp_path, cli):
     from pathlib import Path

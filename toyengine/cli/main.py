@@ -232,7 +232,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..summary.html import write_report
+    from .report import write_report
 
     if args.output is not None and not Path(args.output).parent.is_dir():
         msg = (f"report -o {args.output}: the directory {Path(args.output).parent} does not "

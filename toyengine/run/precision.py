@@ -79,7 +79,7 @@ def toys_for_precision(n_exceed: int, n_toys: int, precision: float, max_toys: i
     upper limit (an optimistic guess, revised after the next batch). Never less than twice
     the current count (so that a run progresses), never more than ``max_toys``.
     """
-    from ..summary._common import clopper_pearson
+    from ..summary import clopper_pearson
 
     if not 0.0 < precision < 1.0:
         msg = f"--precision {precision!r} must lie in (0, 1) (a relative error)"

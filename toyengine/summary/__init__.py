@@ -9,13 +9,17 @@ Importing this package registers the ``Dataset.toys`` accessor.
 >>> round(p_to_z(chi2_pvalue(18.6, 1)), 3)   # J^P 0+ rejection = √18.6
 4.313
 
-Modules: :mod:`.teststat` (the test statistic t per toy), :mod:`.pvalues` (p ↔ Z, χ² and toy
-p-values), :mod:`.ndof` (the fitted χ²-ndof of the toy t), :mod:`.lee` (look-elsewhere
-effect), :mod:`.significance` (significance / J^P summaries built from those),
-:mod:`.pulls` (bias, pulls, coverage), :mod:`.systematics`
-(systematic tables), :mod:`.report` (:func:`render_summary`, :func:`summary_tables`),
-:mod:`.labels` (parameter labels and units), :mod:`.plots` (PNG, needs
-matplotlib), :mod:`.accessor` (``ds.toys``), :mod:`.testing` (synthetic Datasets).
+Modules, in three parts. Extraction: :mod:`.extract` (arrays out of the Dataset),
+:mod:`.teststat` (the test statistic t per toy). Statistics on arrays: :mod:`.pvalues` (p ↔ Z,
+χ² and toy p-values), :mod:`.ndof` (the fitted χ²-ndof of the toy t), :mod:`.lee`
+(look-elsewhere effect), :mod:`.importance` (importance-sampled p-values), :mod:`.syststats`
+(shifts, group rules and bootstrap of systematic tables). Summaries built from those:
+:mod:`.significance` (significance / J^P), :mod:`.spread` (t over the variants of a
+fixed-data study), :mod:`.pulls` (bias, pulls, coverage), :mod:`.systematics` (systematic
+tables), :mod:`.report` (:func:`render_summary`, :func:`summary_tables`). Rendering:
+:mod:`.tables` (text, Markdown, LaTeX, HTML, CSV, JSON), :mod:`.labels` (parameter labels and
+units), :mod:`.plots` (PNG, needs matplotlib). Also :mod:`.accessor` (``ds.toys``) and
+:mod:`.testing` (synthetic Datasets).
 """
 
 from __future__ import annotations
@@ -28,12 +32,8 @@ from .pulls import PullRow, PullTable, pull_summary
 from .pvalues import EmpiricalP, PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
 from .report import SECTIONS, failed_summary, render_summary, summary_tables
 from .shift_definitions import ShiftDefinitions, ShiftPair, shift_definitions
-from .significance import (
-    SignificanceSummary,
-    SpreadSummary,
-    significance_summary,
-    variant_significance,
-)
+from .significance import SignificanceSummary, significance_summary
+from .spread import SpreadSummary, variant_significance
 from .systematics import SystRow, SystTable, VariantShift, systematic_table
 from .tables import Table
 from .teststat import test_statistic

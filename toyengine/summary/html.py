@@ -1,4 +1,5 @@
-"""``toyengine report STORE``: one self-contained HTML file to attach to an analysis note.
+"""The HTML report of a results Dataset: one self-contained document to attach to an analysis
+note (``toyengine report STORE`` opens the store and writes it: :mod:`toyengine.cli.report`).
 
 The file holds the summary tables (headline first), the plots as embedded PNG images
 (``data:`` URIs — no external files), the study file, and the provenance: study digest,
@@ -12,22 +13,20 @@ import base64
 import html
 import io
 import platform
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from ..core.fit import FitStatus
-from ..store.location import Location
 from ..study.kinds import kind_info
 from ._common import MissingDependencyError, SummaryError
 from .report import summary_tables
 
-__all__ = ["render_html", "write_report"]
+__all__ = ["render_html"]
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 90em; color: #222;
@@ -64,7 +63,8 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _provenance(ds: xr.Dataset, store: Location | None) -> list[tuple[str, str]]:
+def _provenance(ds: xr.Dataset, store: str | None,
+                last_run: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     a = ds.attrs
     status = np.asarray(ds["status"].values)
     done = status != FitStatus.NOT_RUN
@@ -92,9 +92,7 @@ def _provenance(ds: xr.Dataset, store: Location | None) -> list[tuple[str, str]]
             rows.append(("fit time: total / mean per fit",
                          f"{ft.sum():.1f} s CPU / {1e3 * ft.mean():.1f} ms"))
     if store is not None:
-        from ..store.status import read_status
-
-        st = read_status(store)
+        st = last_run
         if st is not None and st.get("elapsed_s") is not None:
             rows.append(("last run", f"{st.get('state', '')}, {st['elapsed_s']:.0f} s wall, "
                                      f"{st.get('rate') or 0:.2f} toys/s, ended "
@@ -159,21 +157,24 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def render_html(ds: xr.Dataset, store: str | Path | Location | None = None) -> str:
+def render_html(ds: xr.Dataset, store: str | None = None,
+                last_run: Mapping[str, Any] | None = None) -> str:
     """The report of ``ds`` as one HTML document (plots embedded as base64 PNG).
 
     Parameters
     ----------
     ds : xarray.Dataset
         Results store (:func:`toyengine.open_results`).
-    store : path, URL or Location, optional
-        The store, for the provenance and the last run's live status.
+    store : str, optional
+        The store's path or URL, shown in the provenance.
+    last_run : mapping, optional
+        The live status of the last run (:func:`toyengine.store.read_status`), shown in the
+        provenance with ``store``.
 
     Returns
     -------
     str
     """
-    store = Location.of(store) if store is not None else None
     name = str(ds.attrs.get("study_name", "study"))
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -200,39 +201,8 @@ def render_html(ds: xr.Dataset, store: str | Path | Location | None = None) -> s
     parts.append("<h2>Provenance</h2>")
     parts.append('<table class="prov">' + "".join(
         f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>"
-        for k, v in _provenance(ds, store)) + "</table>")
+        for k, v in _provenance(ds, store, last_run)) + "</table>")
     parts.append("<h2>Study file</h2>")
     parts.append(f"<pre>{html.escape(str(ds.attrs.get('study_yaml', '')))}</pre>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
-
-
-def write_report(store: str | Path, output: str | Path | None = None,
-                 storage_options: dict[str, Any] | None = None, *,
-                 allow_incomplete: bool = False) -> Path:
-    """Write the HTML report of the store at ``store`` (a path or an fsspec URL) to
-    ``output`` (default ``STORE.html`` next to a local store, ``NAME.html`` in the working
-    directory for a URL); return its path. A store with chunks missing, damaged or not
-    done is refused (:func:`toyengine.open_results`) unless ``allow_incomplete``: then the
-    report's first line (an HTML comment) and a banner say which toys are missing."""
-    from ..store.results import open_checked
-
-    loc = Location.of(store, storage_options)
-    if output:
-        out = Path(output)
-    elif loc.is_local:
-        root = Path(loc.root)
-        out = root.with_name(root.name + ".html")
-    else:
-        out = Path(loc.url.rstrip("/").rsplit("/", 1)[-1] + ".html")
-    ds, verify_unread = open_checked(loc, allow_incomplete=allow_incomplete)
-    text = render_html(ds, loc)
-    verify_unread()  # nothing is written from a damaged store
-    if ds.attrs.get("incomplete"):
-        what = html.escape(str(ds.attrs["incomplete"]))
-        text = f"<!-- INCOMPLETE STORE: {what} -->\n" + text.replace(
-            "<body>", f"<body>\n<p><strong>INCOMPLETE STORE (read with "
-            f"--allow-incomplete): {what}</strong></p>", 1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    return out

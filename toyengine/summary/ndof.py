@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -89,6 +90,46 @@ def _log_gammainc(a: float, x: float) -> float:
         return math.log(v)
     # series leading term: P(a, x) ≈ x^a e^{-x} / Γ(a + 1)
     return a * math.log(x) - x - float(special.gammaln(a + 1.0))
+
+
+def _start_values(xp: np.ndarray, scale: bool, zero_frac: float | None
+                  ) -> tuple[float, float, float]:
+    """Starting ndof, scale and point-mass fraction (method of moments of ``xp``)."""
+    mean = float(np.mean(xp))
+    var = float(np.var(xp))
+    if scale and var > 0:
+        s0 = max(var / (2.0 * mean), 1e-3)
+        k0 = max(mean / s0, 0.05)
+    else:
+        s0, k0 = 1.0, max(mean, 0.05)
+    w0 = min(max(zero_frac, 0.01), 0.9) if zero_frac is not None else 0.0
+    return k0, s0, w0
+
+
+def _pearson_gof(x: np.ndarray, dist: Any, nb: int, npar: int, w_hat: float | None,
+                 zero_tol: float) -> tuple[float, int, float]:
+    """Pearson χ² of ``x`` in ``nb`` bins equiprobable under the fitted χ² ``dist`` (with a
+    point mass ``w_hat`` at 0: one more bin [0, zero_tol)), its ndof (bins − 1 − ``npar``)
+    and p-value; NaN with fewer than ``npar + 2`` bins."""
+    n = x.size
+    if nb < npar + 2:
+        return math.nan, 0, math.nan
+    if w_hat is not None:
+        f0 = float(dist.cdf(zero_tol))
+        q = f0 + (1.0 - f0) * np.arange(1, nb) / nb
+        inner = np.concatenate(([zero_tol], dist.ppf(q)))
+        expected = np.concatenate(
+            ([n * (w_hat + (1 - w_hat) * f0)], np.full(nb, n * (1 - w_hat) * (1 - f0) / nb))
+        )
+    else:
+        inner = dist.ppf(np.arange(1, nb) / nb)
+        expected = np.full(nb, n / nb)
+    counts = np.bincount(np.searchsorted(inner, x, side="right"), minlength=expected.size)
+    keep = expected > 0
+    gof_chi2 = float(np.sum((counts[keep] - expected[keep]) ** 2 / expected[keep]))
+    gof_ndof = int(keep.sum()) - 1 - npar
+    gof_p = float(stats.chi2.sf(gof_chi2, gof_ndof)) if gof_ndof > 0 else math.nan
+    return gof_chi2, gof_ndof, gof_p
 
 
 def fit_chi2_ndof(
@@ -186,15 +227,7 @@ def fit_chi2_ndof(
             val += n_cens * lf
         return -val
 
-    xp = xu if zero_mass else x
-    mean = float(np.mean(xp))
-    var = float(np.var(xp))
-    if scale and var > 0:
-        s0 = max(var / (2.0 * mean), 1e-3)
-        k0 = max(mean / s0, 0.05)
-    else:
-        s0, k0 = 1.0, max(mean, 0.05)
-    w0 = min(max(n_cens / n, 0.01), 0.9) if zero_mass else 0.0
+    k0, s0, w0 = _start_values(xu if zero_mass else x, scale, n_cens / n if zero_mass else None)
     m = Minuit(nll, k=k0, s=s0, w=w0)
     m.print_level = -1  # no Minuit2 messages on stdout (see core/fit.py)
     m.errordef = Minuit.LIKELIHOOD
@@ -220,24 +253,9 @@ def fit_chi2_ndof(
     # goodness of fit: Pearson χ² in bins equiprobable under the fitted χ² part
     npar = 1 + int(scale) + int(zero_mass)
     nb = n_bins if n_bins is not None else min(50, n // 25)
-    gof_chi2, gof_ndof, gof_p = math.nan, 0, math.nan
     dist = stats.chi2(k_hat, scale=s_hat)
-    if nb >= npar + 2:
-        if zero_mass:
-            f0 = float(dist.cdf(zero_tol))
-            q = f0 + (1.0 - f0) * np.arange(1, nb) / nb
-            inner = np.concatenate(([zero_tol], dist.ppf(q)))
-            expected = np.concatenate(
-                ([n * (w_hat + (1 - w_hat) * f0)], np.full(nb, n * (1 - w_hat) * (1 - f0) / nb))
-            )
-        else:
-            inner = dist.ppf(np.arange(1, nb) / nb)
-            expected = np.full(nb, n / nb)
-        counts = np.bincount(np.searchsorted(inner, x, side="right"), minlength=expected.size)
-        keep = expected > 0
-        gof_chi2 = float(np.sum((counts[keep] - expected[keep]) ** 2 / expected[keep]))
-        gof_ndof = int(keep.sum()) - 1 - npar
-        gof_p = float(stats.chi2.sf(gof_chi2, gof_ndof)) if gof_ndof > 0 else math.nan
+    gof_chi2, gof_ndof, gof_p = _pearson_gof(x, dist, nb, npar, w_hat if zero_mass else None,
+                                             zero_tol)
 
     def cdf(v: np.ndarray) -> np.ndarray:
         return w_hat + (1.0 - w_hat) * dist.cdf(v)

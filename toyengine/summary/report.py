@@ -23,7 +23,8 @@ from ..study.kinds import SECTIONS, kind_info
 from ._common import SummaryError, fit_masks, fmt_num, jsonable, require_vars
 from .labels import param_display, with_units
 from .pulls import pull_summary
-from .significance import significance_summary, variant_significance
+from .significance import significance_summary
+from .spread import variant_significance
 from .tables import Cell, Table
 
 __all__ = ["MAX_FAILED_FRACTION", "SECTIONS", "failed_summary", "failed_table",

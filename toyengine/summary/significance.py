@@ -29,11 +29,9 @@ from .teststat import test_statistic, variant_index
 
 __all__ = [
     "SignificanceSummary",
-    "SpreadSummary",
     "importance_estimate",
     "lee_calibration",
     "significance_summary",
-    "variant_significance",
 ]
 
 
@@ -161,6 +159,18 @@ class SignificanceSummary:
 
     def tables(self) -> list[Table]:
         """Display tables: toy bookkeeping and χ² fit; p-values of observed t; tail checks."""
+        tables = [self._toys_table()]
+        head = self._headline_table()
+        if head is not None:
+            tables.append(head)
+        if self.pvalues:
+            tables.append(self._pvalue_table())
+        if self.tail:
+            tables.append(self._tail_table())
+        return tables
+
+    def _toys_table(self) -> Table:
+        """Toy bookkeeping, the χ² description of the toy t and the observed t."""
         what = "J^P rejection" if self.is_rejection else "Significance"
         label = f"{self.variant_name} " if self.variant_name else ""
         rows: list[tuple[str, str, object]] = [
@@ -209,7 +219,7 @@ class SignificanceSummary:
                 )
             )
         rows.append(("observed t", fmt_num(self.observed_t, 4), self.observed_t))
-        t1 = Table(
+        return Table(
             title=f"{what} toys — {label}(variant {self.variant}, kind {self.kind})",
             headers=(Cell.of("quantity"), Cell.of("value")),
             rows=tuple((Cell.of(a), Cell.of(b)) for a, b, _ in rows),
@@ -217,137 +227,132 @@ class SignificanceSummary:
             csv_rows=tuple((a, v if v != "" else b) for a, b, v in rows),
             align="ll",
         )
-        tables = [t1]
-        head = self._headline_table()
-        if head is not None:
-            tables.append(head)
-        if self.pvalues:
-            hdr = ("method", "ndof", "p", "p range", "Z one-sided", "Z two-sided", "Z2 range")
-            cells = []
-            raw = []
-            for pv in self.pvalues:
-                cnt = f" ({pv.n_exceed}/{pv.n_toys})" if pv.n_toys >= 0 else ""
-                prange = (
-                    f"[{fmt_num(pv.p_lo, 2)}, {fmt_num(pv.p_hi, 2)}]{cnt}"
-                    if pv.p_lo != pv.p_hi or pv.n_toys >= 0
-                    else ""
-                )
-                zr = (
-                    f"[{fmt_num(pv.z_two_lo, 3)}, {fmt_num(pv.z_two_hi, 3)}]"
-                    if pv.z_two_lo != pv.z_two_hi
-                    else ""
-                )
-                if pv.n_toys > 0 and pv.n_exceed == 0:
-                    # no toy exceeds: p < p_hi, so Z is a lower limit (not ∞)
-                    z_one_txt = f"> {fmt_num(p_to_z(pv.p_hi, 'one'), 3)}"
-                    z_two_txt = f"> {fmt_num(pv.z_two_lo, 3)}"
-                    zr = ""
-                else:
-                    z_one_txt, z_two_txt = fmt_num(pv.z_one, 3), fmt_num(pv.z_two, 3)
-                cells.append(
-                    (
-                        pv.method,
-                        fmt_num(pv.ndof, 4),
-                        fmt_num(pv.p, 4),
-                        prange,
-                        z_one_txt,
-                        z_two_txt,
-                        zr,
-                    )
-                )
-                raw.append(
-                    (
-                        pv.method,
-                        pv.ndof,
-                        pv.p,
-                        pv.p_lo,
-                        pv.p_hi,
-                        pv.z_one,
-                        pv.z_two,
-                        pv.z_two_lo,
-                        pv.z_two_hi,
-                        pv.n_exceed,
-                        pv.n_toys,
-                    )
-                )
-            title = "Rejection level of h0" if self.is_rejection else "Significance"
-            tables.append(
-                Table(
-                    title=f"{title} of observed t = {fmt_num(self.observed_t, 4)}",
-                    headers=tuple(Cell.of(h) for h in hdr),
-                    rows=tuple(tuple(Cell.of(c) for c in r) for r in cells),
-                    csv_header=(
-                        "method",
-                        "ndof",
-                        "p",
-                        "p_lo",
-                        "p_hi",
-                        "z_one_sided",
-                        "z_two_sided",
-                        "z_two_sided_lo",
-                        "z_two_sided_hi",
-                        "n_exceed",
-                        "n_toys",
-                    ),
-                    csv_rows=tuple(raw),
-                    notes=(
-                        "Z one-sided = Φ⁻¹(1−p); Z two-sided = Φ⁻¹(1−p/2) (LHCb convention). "
-                        "Toy p = n_exceed/n_toys with Clopper–Pearson 68.27% interval; when no "
-                        "toy exceeds, Z > the Z of the interval's upper end.",
-                    ),
-                    align="lrrlrrl",
+
+    def _pvalue_table(self) -> Table:
+        """p-value and Z of the observed t, one row per method."""
+        hdr = ("method", "ndof", "p", "p range", "Z one-sided", "Z two-sided", "Z2 range")
+        cells = []
+        raw = []
+        for pv in self.pvalues:
+            cnt = f" ({pv.n_exceed}/{pv.n_toys})" if pv.n_toys >= 0 else ""
+            prange = (
+                f"[{fmt_num(pv.p_lo, 2)}, {fmt_num(pv.p_hi, 2)}]{cnt}"
+                if pv.p_lo != pv.p_hi or pv.n_toys >= 0
+                else ""
+            )
+            zr = (
+                f"[{fmt_num(pv.z_two_lo, 3)}, {fmt_num(pv.z_two_hi, 3)}]"
+                if pv.z_two_lo != pv.z_two_hi
+                else ""
+            )
+            if pv.n_toys > 0 and pv.n_exceed == 0:
+                # no toy exceeds: p < p_hi, so Z is a lower limit (not ∞)
+                z_one_txt = f"> {fmt_num(p_to_z(pv.p_hi, 'one'), 3)}"
+                z_two_txt = f"> {fmt_num(pv.z_two_lo, 3)}"
+                zr = ""
+            else:
+                z_one_txt, z_two_txt = fmt_num(pv.z_one, 3), fmt_num(pv.z_two, 3)
+            cells.append(
+                (
+                    pv.method,
+                    fmt_num(pv.ndof, 4),
+                    fmt_num(pv.p, 4),
+                    prange,
+                    z_one_txt,
+                    z_two_txt,
+                    zr,
                 )
             )
-        if self.tail:
-            tables.append(
-                Table(
-                    title="Toy tail fractions at χ² thresholds",
-                    headers=tuple(
-                        Cell.of(h)
-                        for h in ("Z (two-sided)", "ndof", "t threshold", "p χ²", "p toys", "CP")
-                    ),
-                    rows=tuple(
-                        tuple(
-                            Cell.of(c)
-                            for c in (
-                                fmt_num(tc.z, 2),
-                                fmt_num(tc.ndof, 4),
-                                fmt_num(tc.threshold, 4),
-                                fmt_num(tc.p_expected, 3),
-                                f"{fmt_num(tc.p_toys, 3)} ({tc.n_exceed}/{tc.n_toys})",
-                                f"[{fmt_num(tc.lo, 2)}, {fmt_num(tc.hi, 2)}]",
-                            )
-                        )
-                        for tc in self.tail
-                    ),
-                    csv_header=(
-                        "z",
-                        "ndof",
-                        "threshold",
-                        "p_expected",
-                        "p_toys",
-                        "lo",
-                        "hi",
-                        "n_exceed",
-                        "n_toys",
-                    ),
-                    csv_rows=tuple(
-                        (
-                            tc.z,
-                            tc.ndof,
-                            tc.threshold,
-                            tc.p_expected,
-                            tc.p_toys,
-                            tc.lo,
-                            tc.hi,
-                            tc.n_exceed,
-                            tc.n_toys,
-                        )
-                        for tc in self.tail
-                    ),
+            raw.append(
+                (
+                    pv.method,
+                    pv.ndof,
+                    pv.p,
+                    pv.p_lo,
+                    pv.p_hi,
+                    pv.z_one,
+                    pv.z_two,
+                    pv.z_two_lo,
+                    pv.z_two_hi,
+                    pv.n_exceed,
+                    pv.n_toys,
                 )
             )
-        return tables
+        title = "Rejection level of h0" if self.is_rejection else "Significance"
+        return Table(
+            title=f"{title} of observed t = {fmt_num(self.observed_t, 4)}",
+            headers=tuple(Cell.of(h) for h in hdr),
+            rows=tuple(tuple(Cell.of(c) for c in r) for r in cells),
+            csv_header=(
+                "method",
+                "ndof",
+                "p",
+                "p_lo",
+                "p_hi",
+                "z_one_sided",
+                "z_two_sided",
+                "z_two_sided_lo",
+                "z_two_sided_hi",
+                "n_exceed",
+                "n_toys",
+            ),
+            csv_rows=tuple(raw),
+            notes=(
+                "Z one-sided = Φ⁻¹(1−p); Z two-sided = Φ⁻¹(1−p/2) (LHCb convention). "
+                "Toy p = n_exceed/n_toys with Clopper–Pearson 68.27% interval; when no "
+                "toy exceeds, Z > the Z of the interval's upper end.",
+            ),
+            align="lrrlrrl",
+        )
+
+    def _tail_table(self) -> Table:
+        """Toy tail fractions at the χ² thresholds of given Z."""
+        return Table(
+            title="Toy tail fractions at χ² thresholds",
+            headers=tuple(
+                Cell.of(h)
+                for h in ("Z (two-sided)", "ndof", "t threshold", "p χ²", "p toys", "CP")
+            ),
+            rows=tuple(
+                tuple(
+                    Cell.of(c)
+                    for c in (
+                        fmt_num(tc.z, 2),
+                        fmt_num(tc.ndof, 4),
+                        fmt_num(tc.threshold, 4),
+                        fmt_num(tc.p_expected, 3),
+                        f"{fmt_num(tc.p_toys, 3)} ({tc.n_exceed}/{tc.n_toys})",
+                        f"[{fmt_num(tc.lo, 2)}, {fmt_num(tc.hi, 2)}]",
+                    )
+                )
+                for tc in self.tail
+            ),
+            csv_header=(
+                "z",
+                "ndof",
+                "threshold",
+                "p_expected",
+                "p_toys",
+                "lo",
+                "hi",
+                "n_exceed",
+                "n_toys",
+            ),
+            csv_rows=tuple(
+                (
+                    tc.z,
+                    tc.ndof,
+                    tc.threshold,
+                    tc.p_expected,
+                    tc.p_toys,
+                    tc.lo,
+                    tc.hi,
+                    tc.n_exceed,
+                    tc.n_toys,
+                )
+                for tc in self.tail
+            ),
+        )
 
     def _headline_table(self) -> Table | None:
         """Toy, Wilks, mixture, local and global Z at the observed t (the JSON keys)."""
@@ -682,151 +687,3 @@ def _fixed_flat_note(raw: object) -> str:
         when = "every fit" if d["always"] else "fits with " + ", ".join(d["off"]) + " = 0"
         parts.append(f"{h}: {', '.join(d['flat'])} in {when}")
     return "; ".join(parts)
-
-
-# --------------------------------------------------------------------------- spread over variants
-
-
-@dataclass(frozen=True)
-class SpreadSummary:
-    """Spread of the data-fit t over variants (template smearing / parameter variation).
-
-    LHCb, Eur. Phys. J. C 78 (2018) 1019, Sect. 7: about 300 bin-fluctuated background
-    histograms give a Gaussian Δ(−2 ln L) distribution; the "most pessimistic"
-    parametrisation is the one ``n_sigma`` = 3 standard deviations below its mean, and the
-    significance is recomputed with it (3.4σ for the Zc, its Table 5).
-    Significances here use χ²(ndof_wilks), two-sided.
-    """
-
-    h0: str
-    h1: str
-    ndof_wilks: float
-    n_values: int
-    n_done: int
-    n_failed: int
-    failed_fraction: float
-    t_mean: float
-    t_std: float
-    t_min: float
-    t_max: float
-    n_sigma: float
-    t_pessimistic: float
-    z_mean: float
-    z_min: float
-    z_pessimistic: float
-    nominal_t: float
-    nominal_z: float
-    per_variant: tuple[tuple[str, str, float, float], ...] = field(default=())
-
-    def __repr__(self) -> str:
-        return "\n".join(t.to_text() for t in self.tables())
-
-    def _repr_html_(self) -> str:
-        return "\n".join(t.to_html() for t in self.tables())
-
-    def tables(self) -> list[Table]:
-        """One key-value table."""
-        rows = [
-            ("hypotheses", f"h0={self.h0}, h1={self.h1}", ""),
-            ("values used / done", f"{self.n_values} / {self.n_done}", self.n_values),
-            ("failed fits", str(self.n_failed), self.n_failed),
-            ("failed-fit fraction", fmt_num(self.failed_fraction), self.failed_fraction),
-            ("Wilks ndof", fmt_num(self.ndof_wilks), self.ndof_wilks),
-            (
-                "nominal t (Z)",
-                f"{fmt_num(self.nominal_t)} ({fmt_num(self.nominal_z)}σ)",
-                self.nominal_t,
-            ),
-            ("mean ± std of t", f"{fmt_num(self.t_mean)} ± {fmt_num(self.t_std)}", self.t_mean),
-            ("min / max of t", f"{fmt_num(self.t_min)} / {fmt_num(self.t_max)}", self.t_min),
-            ("Z at mean t", fmt_num(self.z_mean), self.z_mean),
-            ("Z at min t", fmt_num(self.z_min), self.z_min),
-            (
-                f"pessimistic t (mean − {fmt_num(self.n_sigma)} std), Z",
-                f"{fmt_num(self.t_pessimistic)}, {fmt_num(self.z_pessimistic)}σ",
-                self.t_pessimistic,
-            ),
-        ]
-        return [
-            Table(
-                title="Significance spread over variants (Z two-sided from Wilks χ²)",
-                headers=(Cell.of("quantity"), Cell.of("value")),
-                rows=tuple((Cell.of(a), Cell.of(b)) for a, b, _ in rows),
-                csv_header=("quantity", "value"),
-                csv_rows=tuple((a, v if v != "" else b) for a, b, v in rows),
-                align="ll",
-            )
-        ]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-compatible dict."""
-        return jsonable(self)  # type: ignore[no-any-return]
-
-
-def variant_significance(
-    ds: xr.Dataset, *, n_sigma: float = 3.0, include_failed: bool = False
-) -> SpreadSummary:
-    """Distribution of t over the variants (and toys) of a fixed-data variation study.
-
-    See :class:`SpreadSummary`. The nominal t is taken from the variant whose
-    ``variant_group`` is ``"nominal"`` (NaN if none). Significances use ``ndof_wilks``.
-    """
-    t = test_statistic(ds, include_failed=include_failed)
-    done, _ = fit_masks(ds)
-    h0, h1 = t.attrs["h0"], t.attrs["h1"]
-    both = np.asarray((done.sel(hypothesis=h0) & done.sel(hypothesis=h1)).values, bool)
-    tv = np.asarray(t.values, float)
-    vals = tv[np.isfinite(tv)]
-    n_done = int(both.sum())
-    ndof = attr_float(ds, "ndof_wilks")
-    if not ndof > 0:
-        ndof = 1.0 if not kind_info(ds.attrs.get("kind", "")).nested else math.nan
-
-    def z(x: float) -> float:
-        if not (math.isfinite(x) and math.isfinite(ndof)):
-            return math.nan
-        return float(p_to_z(chi2_pvalue(x, ndof), "two"))
-
-    groups = (
-        [str(g) for g in ds["variant_group"].values]
-        if "variant_group" in ds
-        else [""] * t.sizes["variant"]
-    )
-    names = (
-        [str(g) for g in ds["variant_name"].values]
-        if "variant_name" in ds
-        else [str(i) for i in range(t.sizes["variant"])]
-    )
-    per_variant = []
-    nominal_t = math.nan
-    for i in range(t.sizes["variant"]):
-        row = tv[i][np.isfinite(tv[i])]
-        ti = float(np.mean(row)) if row.size else math.nan
-        per_variant.append((names[i], groups[i], ti, z(ti)))
-        if groups[i].lower() == "nominal" and math.isnan(nominal_t):
-            nominal_t = ti
-    n = int(vals.size)
-    mean = float(np.mean(vals)) if n else math.nan
-    std = float(np.std(vals, ddof=1)) if n > 1 else math.nan
-    pess = mean - n_sigma * std
-    return SpreadSummary(
-        h0=h0,
-        h1=h1,
-        ndof_wilks=ndof,
-        n_values=n,
-        n_done=n_done,
-        n_failed=n_done - n,
-        failed_fraction=(n_done - n) / n_done if n_done else math.nan,
-        t_mean=mean,
-        t_std=std,
-        t_min=float(np.min(vals)) if n else math.nan,
-        t_max=float(np.max(vals)) if n else math.nan,
-        n_sigma=float(n_sigma),
-        t_pessimistic=pess,
-        z_mean=z(mean),
-        z_min=z(float(np.min(vals))) if n else math.nan,
-        z_pessimistic=z(pess),
-        nominal_t=nominal_t,
-        nominal_z=z(nominal_t),
-        per_variant=tuple(per_variant),
-    )

@@ -55,7 +55,6 @@ Mapping onto the result store:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -69,77 +68,35 @@ from ._common import (
     SummaryError,
     check_hypothesis,
     default_hypothesis,
-    fit_masks,
     fmt_num,
     jsonable,
     require_vars,
+)
+from .extract import (
+    degenerate_pairs,
+    fit_arrays,
+    fit_variant_names,
+    table_params,
+    variant_groups,
+    variant_names,
+    variant_separate,
+)
+from .syststats import (
+    PAIR_SUFFIXES,
+    SystRow,
+    VariantShift,
+    bootstrap_spread,
+    bootstrap_totals,
+    combine_group,
+    quadrature,
+    quadrature_stat,
+    variant_shifts,
 )
 from .tables import Cell, Table
 
 __all__ = ["PAIR_SUFFIXES", "SystRow", "SystTable", "VariantShift", "systematic_table"]
 
-#: Suffix pairs (plus, minus) that mark a ± variation pair within one variant_group.
-PAIR_SUFFIXES: tuple[tuple[str, str], ...] = (("_up", "_down"), ("_plus", "_minus"), ("+", "-"))
-
 Rule = Literal["max", "rms"]
-
-
-@dataclass(frozen=True)
-class VariantShift:
-    """Ensemble mean and shift of one variant (one alternative model / draw)."""
-
-    variant: int
-    name: str
-    group: str
-    separate: bool
-    n_toys: int
-    n_done: int
-    n_failed: int
-    n_used: int
-    mean: dict[str, float]
-    shift: dict[str, float]
-    stat: dict[str, float]
-    #: toys whose pair (this variant, nominal twin) was dropped for a failed fit (paired)
-    n_pairs_dropped: int = 0
-    #: the variant whose generator density this one equals ("" if none)
-    same_as: str = ""
-    #: "generate" (its models generate, the default fits) or "fit" (the nominal toys
-    #: fitted with its models; store attribute ``fit_variants``)
-    mode: str = "generate"
-
-
-@dataclass(frozen=True)
-class SystRow:
-    """One source (a variant_group) of the table.
-
-    ``value`` is the symmetric uncertainty, ``up``/``down`` the magnitudes of the positive
-    and negative sides, ``stat`` the statistical uncertainty of ``value`` from the toy count,
-    ``chosen`` the variant (or pair) that gives the maximum, ``signed`` the signed shift of
-    that candidate.
-    """
-
-    source: str
-    separate: bool
-    rule: str
-    variants: tuple[str, ...]
-    value: dict[str, float]
-    up: dict[str, float]
-    down: dict[str, float]
-    stat: dict[str, float]
-    signed: dict[str, float]
-    chosen: dict[str, str]
-    n_done: int
-    n_failed: int
-    #: value ≥ 2 stat (a shift resolved from toy noise)
-    significant: dict[str, bool] = field(default_factory=dict)
-    n_pairs_dropped: int = 0
-    #: "name ≡ other" for members whose generator equals another variant's
-    degenerate: tuple[str, ...] = ()
-
-    @property
-    def failed_fraction(self) -> float:
-        """Failed fits / attempted fits over the variants of this source."""
-        return self.n_failed / self.n_done if self.n_done else math.nan
 
 
 @dataclass(frozen=True)
@@ -545,136 +502,40 @@ def _tex(s: str) -> str:
 
     return latex_escape(s)
 
-
-# --------------------------------------------------------------------------- computation
-
-
-def _pair_stem(name: str) -> tuple[str, int] | None:
-    """``(stem, +1|-1)`` if ``name`` ends with a ± pair suffix, else None."""
-    low = name.lower()
-    for plus, minus in PAIR_SUFFIXES:
-        if low.endswith(plus) and len(name) > len(plus):
-            return name[: -len(plus)], +1
-        if low.endswith(minus) and len(name) > len(minus):
-            return name[: -len(minus)], -1
-    return None
-
-
-def _split_pairs(
-    members: Sequence[VariantShift], rule: str
-) -> tuple[list[VariantShift], list[tuple[str, VariantShift, VariantShift]]]:
-    """The single candidates and the ± pairs ``(name of +, +, −)`` of a group (pairs only
-    under rule "max")."""
-    stems: dict[str, dict[int, VariantShift]] = {}
-    for vs in members:
-        ps = _pair_stem(vs.name)
-        if ps is not None:
-            stems.setdefault(ps[0].lower(), {})[ps[1]] = vs
-    paired: set[int] = set()
-    pairs: list[tuple[str, VariantShift, VariantShift]] = []
-    if rule == "max":
-        for d in stems.values():
-            if +1 in d and -1 in d:
-                pairs.append((d[+1].name, d[+1], d[-1]))
-                paired.update((d[+1].variant, d[-1].variant))
-    return [vs for vs in members if vs.variant not in paired], pairs
-
-
-def _group_values(shift: np.ndarray, members: Sequence[VariantShift], rule: str) -> np.ndarray:
-    """The source value of a group for shifts ``shift[..., variant, param]`` (any leading
-    axes, e.g. bootstrap replicas): max |candidate| (pairs: half-difference) or the rms."""
-    singles, pairs = _split_pairs(members, rule)
-    cands = [shift[..., vs.variant, :] for vs in singles]
-    cands += [0.5 * (shift[..., vp.variant, :] - shift[..., vm.variant, :])
-              for _, vp, vm in pairs]
-    c = np.stack(cands, axis=-2)  # (..., candidate, param)
-    fin = np.isfinite(c)
-    with np.errstate(invalid="ignore"):
-        if rule == "rms":
-            n = fin.sum(axis=-2)
-            out = np.sqrt(np.where(fin, c * c, 0.0).sum(axis=-2) / np.maximum(n, 1))
-        else:
-            n = fin.sum(axis=-2)
-            out = np.where(fin, np.abs(c), -np.inf).max(axis=-2)
-    return np.where(n > 0, out, np.nan)
-
-
-def _combine(
-    group: str,
-    members: Sequence[VariantShift],
+def _baseline_and_rules(
+    ds: xr.Dataset,
     params: Sequence[str],
-    rule: str,
-    separate: bool,
-) -> SystRow:
-    # candidates: (label, signed shift, stat, is_pair)
-    singles, pairs = _split_pairs(members, rule)
-    value, up, down, stat, signed, chosen = {}, {}, {}, {}, {}, {}
-    for p in params:
-        cands: list[tuple[str, float, float, bool]] = [
-            (vs.name, vs.shift[p], vs.stat[p], False) for vs in singles
-        ]
-        for name, vp, vm in pairs:
-            stem = _pair_stem(name)
-            label = f"{stem[0] if stem else name}±"
-            h = 0.5 * (vp.shift[p] - vm.shift[p])
-            cands.append((label, h, 0.5 * math.hypot(vp.stat[p], vm.stat[p]), True))
-        cands = [c for c in cands if math.isfinite(c[1])]
-        if not cands:
-            value[p] = up[p] = down[p] = stat[p] = signed[p] = math.nan
-            chosen[p] = ""
-            continue
-        if rule == "rms":
-            s = np.array([c[1] for c in cands])
-            st = np.array([c[2] for c in cands])
-            nc = s.size
-            val = float(np.sqrt(np.mean(s**2)))
-            value[p] = val
-            up[p] = float(np.sqrt(np.sum(s[s > 0] ** 2) / nc))
-            down[p] = float(np.sqrt(np.sum(s[s < 0] ** 2) / nc))
-            stat[p] = float(np.sqrt(np.sum((s * st) ** 2)) / (nc * val)) if val > 0 else math.nan
-            signed[p] = float(np.mean(s))
-            chosen[p] = f"rms of {nc}"
-        else:
-            best = max(cands, key=lambda c: abs(c[1]))
-            value[p] = abs(best[1])
-            stat[p] = best[2]
-            signed[p] = best[1]
-            chosen[p] = best[0]
-            ups = [abs(c[1]) if c[3] else c[1] for c in cands if c[3] or c[1] > 0]
-            downs = [abs(c[1]) if c[3] else -c[1] for c in cands if c[3] or c[1] < 0]
-            up[p] = max(ups, default=0.0)
-            down[p] = max(downs, default=0.0)
-    if rule == "rms":
-        rname = "rms"
-    elif pairs and not singles:
-        rname = "half-diff"
-    elif pairs:
-        rname = "max (incl. half-diff)"
-    else:
-        rname = "max" if len(members) > 1 else "single"
-    return SystRow(
-        source=group,
-        separate=separate,
-        rule=rname,
-        variants=tuple(vs.name for vs in members),
-        value=value,
-        up=up,
-        down=down,
-        stat=stat,
-        signed=signed,
-        chosen=chosen,
-        n_done=sum(vs.n_done for vs in members),
-        n_failed=sum(vs.n_failed for vs in members),
-        significant={p: bool(value[p] >= 2 * stat[p]) for p in params},
-        n_pairs_dropped=sum(vs.n_pairs_dropped for vs in members),
-        degenerate=tuple(f"{vs.name} ≡ {vs.same_as}" for vs in members if vs.same_as),
+    reference: Mapping[str, float],
+    relative_to: str,
+    combine: str,
+    group_rules: Mapping[str, str] | None,
+) -> tuple[str, str, dict[str, str]]:
+    """``relative_to`` with "auto" resolved, the default group rule and the per-group rules
+    of :func:`systematic_table`, checked."""
+    groups_all = (
+        [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else []
     )
+    if relative_to == "auto":
+        paired_store = int(ds.attrs.get("paired", 0)) == 1
+        has_nominal = any(g.lower() == "nominal" for g in groups_all)
+        relative_to = "paired" if paired_store and has_nominal else "reference"
+    if relative_to == "reference":
+        bad = [p for p in params if not math.isfinite(reference[p])]
+        if bad:
+            msg = f"systematic_table: reference value is NaN for {bad}; use relative_to='nominal'"
+            raise SummaryError(msg)
+    elif relative_to not in ("nominal", "paired"):
+        msg = f"relative_to={relative_to!r} must be 'auto', 'paired', 'reference' or 'nominal'"
+        raise SummaryError(msg)
+    random_draws = kind_info(ds.attrs.get("kind", "")).random_draws
+    default_rule = combine if combine != "auto" else ("rms" if random_draws else "max")
+    rules = dict(group_rules or {})
+    for g, r in [("<default>", default_rule), *rules.items()]:
+        if r not in ("max", "rms"):
+            msg = f"group rule {r!r} for {g!r} must be 'max' or 'rms'"
+            raise SummaryError(msg)
+    return relative_to, default_rule, rules
 
-
-def _quad(rows: Sequence[SystRow], attr: str, p: str) -> float:
-    vals = [getattr(r, attr)[p] for r in rows]
-    vals = [v for v in vals if math.isfinite(v)]
-    return float(math.sqrt(sum(v * v for v in vals))) if vals else math.nan
 
 
 def systematic_table(
@@ -728,76 +589,14 @@ def systematic_table(
     """
     require_vars(ds, ["value", "valid", "reference"], "systematic_table")
     hyp = check_hypothesis(ds, hypothesis) if hypothesis else default_hypothesis(ds)
-    all_params = [str(p) for p in ds["param"].values]
-    if params is None:
-        poi = str(ds.attrs.get("poi", "") or "").split()
-        if poi:
-            params = poi
-        else:
-            ref = ds["reference"]
-            vals = ds["value"].sel(hypothesis=hyp)
-            present = np.isfinite(vals).any(dim=("variant", "toy"))
-            params = [
-                p
-                for p in all_params
-                if np.isfinite(float(ref.sel(param=p))) and bool(present.sel(param=p))
-            ]
-    elif isinstance(params, str):
-        params = params.split()
-    params = list(params)
-    for p in params:
-        if p not in all_params:
-            msg = f"systematic_table: param {p!r} is not in the Dataset; allowed: {all_params}"
-            raise SummaryError(msg)
-    if not params:
-        msg = "systematic_table: no parameters to tabulate (pass params=[...])"
-        raise SummaryError(msg)
+    params = table_params(ds, params, hyp, "systematic_table")
     reference = {p: float(ds["reference"].sel(param=p)) for p in params}
-    groups_all = (
-        [str(x) for x in ds["variant_group"].values] if "variant_group" in ds else []
-    )
-    if relative_to == "auto":
-        paired_store = int(ds.attrs.get("paired", 0)) == 1
-        has_nominal = any(g.lower() == "nominal" for g in groups_all)
-        relative_to = "paired" if paired_store and has_nominal else "reference"
-    if relative_to == "reference":
-        bad = [p for p in params if not math.isfinite(reference[p])]
-        if bad:
-            msg = f"systematic_table: reference value is NaN for {bad}; use relative_to='nominal'"
-            raise SummaryError(msg)
-    elif relative_to not in ("nominal", "paired"):
-        msg = f"relative_to={relative_to!r} must be 'auto', 'paired', 'reference' or 'nominal'"
-        raise SummaryError(msg)
-    random_draws = kind_info(ds.attrs.get("kind", "")).random_draws
-    default_rule = combine if combine != "auto" else ("rms" if random_draws else "max")
-    rules = dict(group_rules or {})
-    for g, r in [("<default>", default_rule), *rules.items()]:
-        if r not in ("max", "rms"):
-            msg = f"group rule {r!r} for {g!r} must be 'max' or 'rms'"
-            raise SummaryError(msg)
+    relative_to, default_rule, rules = _baseline_and_rules(
+        ds, params, reference, relative_to, combine, group_rules)
 
-    done, valid = fit_masks(ds)
-    ok = (done if include_failed else valid).sel(hypothesis=hyp)
-    ok = ok.transpose("variant", "toy").values
-    donev = done.sel(hypothesis=hyp).transpose("variant", "toy").values
-    validv = valid.sel(hypothesis=hyp).transpose("variant", "toy").values
-    vals = ds["value"].sel(hypothesis=hyp, param=params).transpose("variant", "toy", "param").values
+    ok, donev, validv, vals = fit_arrays(ds, hyp, params, include_failed)
     nv = ds.sizes["variant"]
-    names = (
-        [str(x) for x in ds["variant_name"].values]
-        if "variant_name" in ds
-        else [str(i) for i in range(nv)]
-    )
-    groups = (
-        [str(x) for x in ds["variant_group"].values]
-        if "variant_group" in ds
-        else ["nominal" if i == 0 else "variation" for i in range(nv)]
-    )
-    seps = (
-        [bool(x) for x in ds["variant_separate"].values]
-        if "variant_separate" in ds
-        else [False] * nv
-    )
+    names, groups, seps = variant_names(ds), variant_groups(ds), variant_separate(ds)
 
     nominal_idx = [v for v in range(nv) if groups[v].lower() == "nominal"]
     if relative_to in ("nominal", "paired") and not nominal_idx:
@@ -805,47 +604,11 @@ def systematic_table(
         raise SummaryError(msg)
     nom = nominal_idx[0] if nominal_idx else -1
     ref_arr = np.array([reference[p] for p in params])
-    # per-toy quantity d[v, t, p] averaged over the toys in mask m[v, t]
-    m = ok[:, :, None] & np.isfinite(vals)
-    d = vals.copy()
-    n_dropped = np.zeros(nv, int)
-    for v in range(nv):
-        if relative_to == "reference" or (relative_to == "paired" and v == nom):
-            d[v] = vals[v] - ref_arr
-        elif relative_to == "nominal":
-            pass  # raw values; the nominal mean is subtracted below
-        else:  # the nominal twin of the same toy; a failed fit on either side drops the pair
-            m[v] &= m[nom]
-            d[v] = vals[v] - vals[nom]
-            both_done = donev[v] & donev[nom]
-            n_dropped[v] = int((both_done & ~m[v].all(axis=-1)).sum())
-    d = np.where(m, d, 0.0)
-    cnt = m.sum(axis=1)  # (variant, param)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(cnt > 0, d.sum(axis=1) / np.maximum(cnt, 1), math.nan)
-        dev = np.where(m, d - means[:, None, :], 0.0)
-        stats_ = np.where(cnt > 1, np.sqrt((dev**2).sum(axis=1) / np.maximum(cnt - 1, 1)
-                                           / np.maximum(cnt, 1)), math.nan)
-    n_used = m.all(axis=-1).sum(axis=1)
-    if relative_to == "nominal":
-        sh_all = means - means[nom]
-        sh_all[nom] = means[nom] - ref_arr
-        st_all = np.hypot(stats_, np.nan_to_num(stats_[nom]))
-        st_all[nom] = stats_[nom]
-    else:
-        sh_all, st_all = means, stats_
-    # ensemble means (for display) are over each variant's own valid fits
-    okf = ok[:, :, None] & np.isfinite(vals)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ens_mean = np.where(okf, vals, 0.0).sum(axis=1) / okf.sum(axis=1)
+    d, m, sh_all, st_all, ens_mean, n_used, n_dropped = variant_shifts(
+        vals, ok, donev, ref_arr, nom, relative_to)
 
-    same_as: dict[str, str] = {}
-    raw_deg = ds.attrs.get("degenerate_variants", "")
-    if raw_deg:
-        for a_name, b_name in json.loads(raw_deg):
-            same_as.setdefault(str(a_name), str(b_name))
-
-    fit_names = {str(n) for n in json.loads(ds.attrs.get("fit_variants", "") or "[]")}
+    same_as = degenerate_pairs(ds)
+    fit_names = fit_variant_names(ds)
     shifts: list[VariantShift] = []
     for v in range(nv):
         shifts.append(
@@ -877,42 +640,24 @@ def systematic_table(
         members = [s for s in shifts if s.group == g]
         separate = any(s.separate for s in members)
         if g.lower() == "nominal":
-            nominal_row = _combine(g, members, params, "max", separate)
+            nominal_row = combine_group(g, members, params, "max", separate)
             continue
-        row = _combine(g, members, params, rules.get(g, default_rule), separate)
+        row = combine_group(g, members, params, rules.get(g, default_rule), separate)
         (sep_rows if separate else rows).append(row)
 
-    total = {p: _quad(rows, "value", p) for p in params}
+    total = {p: quadrature(rows, "value", p) for p in params}
     total_bias: dict[str, float] = {}
     total_interval: dict[str, tuple[float, float]] = {}
     total_error: dict[str, float] = {}
     if n_bootstrap > 0 and rows:
         members_of = {r.source: [s for s in shifts if s.group == r.source] for r in rows}
         rule_of = {r.source: rules.get(r.source, default_rule) for r in rows}
-        reps = _bootstrap_totals(d, m, nom if relative_to == "nominal" else -1,
+        reps = bootstrap_totals(d, m, nom if relative_to == "nominal" else -1,
                                  [(members_of[r.source], rule_of[r.source]) for r in rows],
                                  n_bootstrap, bootstrap_seed)
-        for i, p in enumerate(params):
-            t = total[p]
-            r_p = reps[:, i]
-            r_p = r_p[np.isfinite(r_p)]
-            if not (math.isfinite(t) and r_p.size):
-                continue
-            q_lo, q_hi = np.quantile(r_p, [0.5 - _HALF_68, 0.5 + _HALF_68])
-            total_bias[p] = float(r_p.mean() - t)
-            if r_p.size > 1:
-                total_error[p] = float(np.std(r_p, ddof=1))
-            total_interval[p] = (float(max(2 * t - q_hi, 0.0)), float(max(2 * t - q_lo, 0.0)))
-    total_stat = {}
+        total_bias, total_interval, total_error = bootstrap_spread(reps, total, params)
+    total_stat = quadrature_stat(rows, total, params)
     for p in params:
-        num = [
-            r.value[p] * r.stat[p]
-            for r in rows
-            if math.isfinite(r.value[p]) and math.isfinite(r.stat[p])
-        ]
-        total_stat[p] = (
-            math.sqrt(sum(x * x for x in num)) / total[p] if num and total[p] > 0 else math.nan
-        )
         total_error.setdefault(p, total_stat[p])
     return SystTable(
         params=tuple(params),
@@ -924,8 +669,8 @@ def systematic_table(
         separate=tuple(sep_rows),
         nominal=nominal_row,
         total=total,
-        total_up={p: _quad(rows, "up", p) for p in params},
-        total_down={p: _quad(rows, "down", p) for p in params},
+        total_up={p: quadrature(rows, "up", p) for p in params},
+        total_down={p: quadrature(rows, "down", p) for p in params},
         total_stat=total_stat,
         asymmetric=asymmetric,
         study_name=str(ds.attrs.get("study_name", "")),
@@ -936,46 +681,3 @@ def systematic_table(
         degenerate=tuple(same_as.items()),
         reference_fit=str(ds.attrs.get("reference_fit", "") or ""),
     )
-
-
-#: half of the 68.27 % central probability (±1σ of a normal)
-_HALF_68 = 0.5 * math.erf(1 / math.sqrt(2))
-
-
-def _bootstrap_totals(
-    d: np.ndarray,
-    m: np.ndarray,
-    subtract: int,
-    groups: Sequence[tuple[Sequence[VariantShift], str]],
-    n_boot: int,
-    seed: int,
-    batch: int = 100,
-) -> np.ndarray:
-    """Totals ``(n_boot, param)`` from resampling the toys with replacement — the same toy
-    indices for every variant, so paired differences stay paired.
-
-    ``d[v, t, p]`` (zero outside the mask ``m``) are the per-toy quantities whose masked
-    mean is variant v's shift; ``subtract`` >= 0 subtracts that variant's mean from the
-    others (``relative_to="nominal"``).
-    """
-    nv, nt, npar = d.shape
-    rng = np.random.default_rng(seed)
-    x = d.transpose(1, 0, 2).reshape(nt, nv * npar)
-    w = m.transpose(1, 0, 2).reshape(nt, nv * npar).astype(float)
-    out = np.empty((n_boot, npar))
-    for b0 in range(0, n_boot, batch):
-        nb = min(batch, n_boot - b0)
-        counts = np.stack([np.bincount(rng.integers(0, nt, nt), minlength=nt)
-                           for _ in range(nb)]).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sh = ((counts @ x) / (counts @ w)).reshape(nb, nv, npar)
-        if subtract >= 0:
-            base = sh[:, subtract, :].copy()
-            sh = sh - base[:, None, :]
-            sh[:, subtract, :] = base
-        tot2 = np.zeros((nb, npar))
-        for members, rule in groups:
-            val = _group_values(sh, members, rule)
-            tot2 += np.where(np.isfinite(val), val * val, 0.0)
-        out[b0:b0 + nb] = np.sqrt(tot2)
-    return out

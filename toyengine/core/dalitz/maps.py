@@ -157,7 +157,7 @@ class SDPHistogram:
         try:
             with np.load(p, allow_pickle=False) as f:
                 content = {k: f[k] for k in f.files}
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (any reader error: one line naming the file)
             msg = f"{kind} map {p}: cannot be read as .npz ({type(exc).__name__}: {exc})"
             raise ModelError(msg) from None
         missing = [k for k in ("values", "mprime_edges", "thprime_edges") if k not in content]
@@ -204,7 +204,7 @@ class SDPHistogram:
                 errors = np.sqrt(h.variances())
         except ModelError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (any uproot error: one line naming the file)
             msg = f"{kind} map {p}:{key}: cannot read TH2 ({type(exc).__name__}: {exc})"
             raise ModelError(msg) from None
         return cls(values, errors, xe, ye, kind, f"{p}:{key}")

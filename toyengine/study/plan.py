@@ -201,13 +201,21 @@ def check_importance(spec: StudySpec) -> None:
     if not imp:
         return
     v = spec.variants[0]
-    want = _data_space(build_model(spec, v, v.generate))
+    gen = build_model(spec, v, v.generate)
+    want = _data_space(gen)
     for name in imp["inject"]:
-        got = _data_space(build_model(spec, v, name))
+        model = build_model(spec, v, name)
+        got = _data_space(model)
         if got != want:
             msg = (f"importance.inject: model {name!r} describes {got} but the generating "
                    f"model {v.generate!r} describes {want}; the weights need the same data "
                    "space")
+            raise ModelError(msg)
+        mismatch = getattr(gen, "data_space_mismatch", None)
+        why = mismatch(model) if callable(mismatch) else None
+        if why is not None:
+            msg = (f"importance.inject: model {name!r} has {why} than the generating model "
+                   f"{v.generate!r}; the weights need the same phase space and maps")
             raise ModelError(msg)
 
 

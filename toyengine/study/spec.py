@@ -183,7 +183,9 @@ def build_model(spec: StudySpec, variant: Variant, name: str) -> ToyModel:
     overrides = cfg.get("parameters")
     if overrides:
         model.parameters = model.parameters.updated(overrides)
-    if len(_MODEL_CACHE) >= _MODEL_CACHE_MAX:
+    # room for every model of the study (an importance-sampled study evaluates all its
+    # injected models on every toy; rebuilding a Dalitz model costs ~1 s)
+    while len(_MODEL_CACHE) >= max(_MODEL_CACHE_MAX, len(spec.models) + 1):
         _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
     _MODEL_CACHE[key] = model
     return model

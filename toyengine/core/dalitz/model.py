@@ -45,6 +45,7 @@ from .kinematics import DalitzKinematics, Vetoes
 from .lineshapes import legendre
 from .nll import DalitzNLL
 from .normalisation import _NormGrid
+from .space import space_mismatch
 from .state import _State
 
 __all__ = [
@@ -221,6 +222,14 @@ class DalitzModel:
     @property
     def run_names(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.runs)
+
+    def data_space_mismatch(self, other: object) -> str | None:
+        """How ``other`` describes another data space than this model (masses, vetoes,
+        runs, efficiency or background maps; :func:`~toyengine.core.dalitz.space.space_mismatch`),
+        or None when the two share it."""
+        if not isinstance(other, DalitzModel):
+            return f"a {type(other).__name__}, not a Dalitz model"
+        return space_mismatch(self, other)
 
     @property
     def component_names(self) -> tuple[str, ...]:

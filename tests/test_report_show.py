@@ -38,6 +38,13 @@ def test_show_prints_study_fits_and_cost(cli):
     assert re.search(r"cost estimate: 24 toys, 24 fits; .* on 2 worker\(s\)", out)
 
 
+def test_show_times_toys_only_when_asked(cli):
+    res = cli("show", str(STUDY))
+    assert res.returncode == 0, res.stderr
+    assert "cost estimate" not in res.stdout and "timing" not in res.stderr
+    assert "1 variant(s) × 24 toys × 1 hypothesis(es) = 24 fits" in res.stdout
+
+
 def test_report_is_one_self_contained_html_file(finished, tmp_path, cli):
     store, _ = finished
     out = tmp_path / "r.html"

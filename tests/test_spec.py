@@ -94,3 +94,54 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     assert res.arrays["status"].tolist() == [[FitStatus.VALID, FitStatus.VALID]]
     assert np.all(np.isfinite(res.arrays["nll"]))
     assert np.all(res.arrays["n_events"] > 1000)
+
+
+def _counting_gauss(calls):
+    from toyengine.models import BUILDERS, register_builder
+    from toyengine.models.gauss import GaussOptions
+
+    original = BUILDERS["gauss"]
+
+    def build(options, rng=None):
+        calls.append(dict(options))
+        return original.build(options, rng)
+
+    register_builder("gauss", build, GaussOptions)
+    return original
+
+
+_VARIANTS_STUDY = """
+name: lazy-validation
+kind: model_variation
+seed: 5
+toys: 4
+models:
+  g: {builder: gauss, options: {events: 37}}
+generate: g
+hypotheses: [g]
+poi: [POI]
+variants:
+  - {name: nominal, group: nominal}
+""" + "".join(f"  - {{name: v{i}, group: width, models: {{g: {{options: {{sigma: 1.{i}7}}}}}}}}\n"
+              for i in range(5))
+
+
+def test_validation_builds_only_the_nominal_models():
+    """Variants that only change declared options are checked against the declaration,
+    not built (a Dalitz variant costs a normalisation grid); a poi not among the nominal
+    parameters makes every variant be built before the study is refused."""
+    from toyengine.models import BUILDERS
+
+    calls: list[dict] = []
+    original = _counting_gauss(calls)
+    try:
+        spec = StudySpec.from_text(_VARIANTS_STUDY.replace("POI", "mu"))
+        assert len(spec.variants) == 6
+        assert calls == [{"events": 37}]
+        with pytest.raises(SpecError, match=r"poi\[0\]"):
+            StudySpec.from_text(_VARIANTS_STUDY.replace("POI", "nope"))
+        assert len(calls) == 1 + 5  # the nominal one was cached; the five variants built
+        with pytest.raises(SpecError, match=r"variants\[1\].*sigma"):
+            StudySpec.from_text(_VARIANTS_STUDY.replace("sigma: 1.07", "sigma: -1"))
+    finally:
+        BUILDERS["gauss"] = original

@@ -485,16 +485,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_plugin_option(r)
     r.set_defaults(func=_cmd_run)
 
-    sh = sub.add_parser("show", help="the validated study, its fits and a cost estimate",
+    sh = sub.add_parser("show", help="the validated study, its fits and (asked for) a cost "
+                        "estimate",
                         description="Print the validated study with defaults filled in, "
                         "each model's parameters (labels, units, limits), the number of fits "
-                        "and a cost estimate from a few toys timed in this process.")
+                        "and, with --time-toys N, a cost estimate from N toys timed in this "
+                        "process.")
     sh.add_argument("study", help="study file (YAML)")
     sh.add_argument("--toys", type=_int_at_least(1),
                     help="toys per variant (overrides the study file)")
     sh.add_argument("--seed", type=_int_at_least(0), help="root seed (overrides the study file)")
-    sh.add_argument("--time-toys", type=_int_at_least(0), default=2, metavar="N",
-                    help="toys to time for the cost estimate (default 2; 0: no estimate)")
+    sh.add_argument("--time-toys", type=_int_at_least(0), default=0, metavar="N",
+                    help="time N toys in this process for a cost estimate (default 0: "
+                         "none; the models are built and the toys run, which can take "
+                         "seconds per toy)")
     sh.add_argument("--workers", type=_int_at_least(1),
                     help="workers the estimate assumes (default: one per core)")
     add_plugin_option(sh)

@@ -431,12 +431,19 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
                 minos: bool, strategy: int | None, tol: float | None,
                 hesse: bool = True) -> FitResult:
     """One fit from ``x0``: Newton (:func:`_newton_fit`) when ``nll`` has an analytic
-    ``grad`` and ``hessian`` and no MINOS is asked for, MIGRAD (+ HESSE) otherwise and
+    ``grad`` and ``hessian`` and no MINOS is asked for (started at
+    ``nll.closed_form_minimum(x0, free_mask)`` where the likelihood has closed-form
+    estimates and that returns a point), MIGRAD (+ HESSE) otherwise and
     whenever Newton does not reach a valid interior minimum; the calls Newton spent are
     then added to MIGRAD's ``nfcn``."""
     spent, reason = 0, ""
     if (not minos and getattr(nll, "grad", None) is not None
             and getattr(nll, "hessian", None) is not None):
+        exact = getattr(nll, "closed_form_minimum", None)
+        if exact is not None:  # a likelihood with closed-form estimates: Newton starts
+            found = exact(x0, params.free_mask)  # at the minimum and stops at once
+            if found is not None:
+                x0 = np.asarray(found, dtype=float)
         newton = _newton_fit(nll, params, x0, tol, hesse)
         if newton.valid:
             return newton

@@ -468,45 +468,85 @@ def _built(spec: StudySpec, v: Variant, mname: str) -> tuple[Any, tuple[str, ...
 
 
 def _validate_by_building(spec: StudySpec, source: str) -> None:
-    """Build every model of every non-random variant (and the first random one) so that
-    parameter names fail now, not on a worker; check ``poi`` names and the data file."""
+    """Build the nominal variant's models (and those of a variant that overrides their
+    parameters), so that parameter names fail now, not on a worker; check ``poi`` names
+    and the data file.
+
+    The options of every variant were already checked against the builder's declaration
+    (:func:`_check_options`): a variant that only changes options is not built here (a
+    study of 100 Dalitz-model variants would build 100 normalisation grids before its
+    first toy), but when the plan needs it. Only a ``poi`` not found among the parameters
+    of the models built so far makes the remaining variants' models be built, before it is
+    refused. Plug-in builders, whose options have no declaration, are built for every
+    variant as before (one of each random variant group)."""
     seen_random = False
     params: set[str] = set()
+    deferred: list[tuple[Variant, str]] = []
     for v in spec.variants:
-        if v.random:
-            if seen_random:
-                continue
-            seen_random = True
         injected = spec.importance["inject"] if spec.importance else ()
         for mname in dict.fromkeys((*spec.hypotheses, v.generate, *injected)):
-            patched = bool(v.patches.get(mname))
-            path = f"variants[{v.name}].models.{mname}" if patched else f"models.{mname}"
             cfg = spec.model_config(v, mname)
-            try:
-                parameters, derived, _ = _built(spec, v, mname)
-            except SpecError:
-                raise
-            except OptionError as exc:
-                where = f"{path}.options.{exc.path}" if exc.path else f"{path}.options"
-                raise SpecError(where, exc.value, exc.expected, source) from None
-            except ModelError as exc:
-                raise SpecError(f"{path}.options", cfg.get("options"),
-                                f"a buildable model ({exc})", source) from None
-            overrides = cfg.get("parameters")
-            if overrides:
-                try:
-                    parameters = parameters.updated(overrides)
-                except (ModelError, TypeError, ValueError) as exc:
-                    raise SpecError(f"{path}.parameters", overrides, f"parameters of the "
-                                    f"model ({exc})", source) from None
-            params.update(parameters.names)
-            params.update(derived)
+            declared = cfg["builder"] in BUILDERS
+            if v.index > 0 and declared and not cfg.get("parameters"):
+                deferred.append((v, mname))
+                continue
+            if v.random and v.index > 0 and not declared:
+                if seen_random:
+                    continue
+                seen_random = True
+            _add_model_parameters(spec, v, mname, params, source)
+    missing = [p for p in spec.poi if p not in params]
+    if missing:
+        for v, mname in deferred:
+            _add_model_parameters(spec, v, mname, params, source)
     for i, p in enumerate(spec.poi):
         if p not in params:
             raise SpecError(f"poi[{i}]", p, f"a parameter of the models {sorted(params)}",
                             source)
     if spec.data is not None:
         _check_data(spec, source)
+
+
+def _add_model_parameters(spec: StudySpec, v: Variant, mname: str, params: set[str],
+                          source: str) -> None:
+    """Build model ``mname`` of variant ``v`` (or take what validation needs of it from
+    :data:`_BUILT`), apply its parameter overrides and add its parameter and derived names
+    to ``params``; a failure is a :class:`SpecError` naming the model's path."""
+    patched = bool(v.patches.get(mname))
+    path = f"variants[{v.name}].models.{mname}" if patched else f"models.{mname}"
+    cfg = spec.model_config(v, mname)
+    try:
+        parameters, derived, model = _built(spec, v, mname)
+    except SpecError:
+        raise
+    except OptionError as exc:
+        where = f"{path}.options.{exc.path}" if exc.path else f"{path}.options"
+        raise SpecError(where, exc.value, exc.expected, source) from None
+    except ModelError as exc:
+        raise SpecError(f"{path}.options", cfg.get("options"),
+                        f"a buildable model ({exc})", source) from None
+    overrides = cfg.get("parameters")
+    if overrides:
+        try:
+            parameters = parameters.updated(overrides)
+        except (ModelError, TypeError, ValueError) as exc:
+            raise SpecError(f"{path}.parameters", overrides, f"parameters of the "
+                            f"model ({exc})", source) from None
+    elif model is not None:  # built just now, as build_model builds it: kept for the
+        _keep_built(spec, v, mname, model)  # data check, `show` and the plan
+    params.update(parameters.names)
+    params.update(derived)
+
+
+def _keep_built(spec: StudySpec, variant: Variant, name: str, model: ToyModel) -> None:
+    """Put a model validation built (no parameter overrides) into :func:`build_model`'s
+    cache, so that the same process does not build it again."""
+    key_variant = variant.index if (variant.random or variant.patches.get(name)) else -1
+    key = (spec.digest, spec.plugin_sources, key_variant, name)
+    if key not in _MODEL_CACHE:
+        if len(_MODEL_CACHE) >= _MODEL_CACHE_MAX:
+            _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
+        _MODEL_CACHE[key] = model
 
 
 def _check_data(spec: StudySpec, source: str) -> None:

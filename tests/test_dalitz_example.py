@@ -120,3 +120,15 @@ def test_bkpipi_pulls_are_standard_normal(tmp_path: Path) -> None:
         assert r.failed_fraction < 0.01, r
         assert abs(r.pull_mean) < 4 * r.pull_mean_err, r
         assert abs(r.pull_width - 1) < 4 * r.pull_width_err, r
+
+
+def test_dalitz_check_cli_errors(capsys) -> None:
+    """``python -m toyengine.cli.dalitz_check``: an unknown model or a model that is not a
+    Dalitz model is one line on stderr and exit code 1."""
+    from toyengine.cli.dalitz_check import main
+
+    assert main([str(EXAMPLES / "bkpipi_pulls.yaml"), "nope"]) == 1
+    assert main([str(EXAMPLES / "gauss_exp_pulls.yaml"), "nominal"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2
+    assert "no model 'nope'" in err[0] and "not a Dalitz-plot model" in err[1]

@@ -600,37 +600,3 @@ def sdp_bin_integrals(model: DalitzModel, values: np.ndarray, run: str, edges: n
     xx, yy = model.kin.dp_from_sdp(mp.ravel(), th.ravel())
     dens = model.densities(values, run, xx, yy)["signal"].reshape(mp.shape)
     return np.sum(dens * ww, axis=(1, 3))
-
-
-def _main(argv: list[str] | None = None) -> int:
-    """``python -m toyengine.models.dalitz STUDY.yaml MODEL``: print the checks of
-    :func:`check_dalitz_model` for one model of a study."""
-    import sys
-
-    from ..study.spec import build_model, load_spec
-
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m toyengine.models.dalitz STUDY.yaml MODEL", file=sys.stderr)
-        return 2
-    try:
-        spec = load_spec(args[0])
-        model = build_model(spec, spec.variants[0], args[1])
-        rep = check_dalitz_model(model)
-    except (ModelError, KeyError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"{'component':<16}{'fit fraction':>14}")
-    for k, v in rep["fit_fractions"].items():
-        print(f"{k:<16}{v:>14.4f}")
-    print(f"{'sum':<16}{rep['ff_sum']:>14.4f}")
-    for k, v in rep["integral"].items():
-        print(f"integral of the {k} PDF: {v:.8f}")
-    k = rep["bins_used"]
-    print(f"generated vs PDF: chi2 = {rep['chi2']:.1f} for {k} bins (expected {k - 1} ± "
-          f"{math.sqrt(2 * (k - 1)):.1f}), {rep['n_generated']} events")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -109,9 +109,6 @@ class ParamDecl(StrictModel):
         if self.constraint is not None and not self.constraint[1] > 0:
             msg = "constraint = [mean, sigma] with sigma > 0"
             raise ValueError(msg)
-        if self.limits is not None and not self.limits[0] <= self.value <= self.limits[1]:
-            msg = f"value {self.value} inside limits {self.limits}"
-            raise ValueError(msg)
         return self
 
 

@@ -11,6 +11,10 @@ the LASS start values the nominal-fit results of Sect. 6.5. Complex coefficients
 illustrative (the paper's Table 4 is not reproduced here): K*(892)0 dominant, and the
 Zc(4100) coefficient chosen so that ~2000 signal decays give an expected Δ(−2 ln L) near the
 paper's 41 (see ``studies/zc4100/README.md``).
+
+The builder writes these models as declarations of the generic ``dalitz`` builder
+(:func:`zc4100_declaration`, :mod:`toyengine.models.dalitz`) and builds them with it: one
+Dalitz code path.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..errors import ModelError
 from .dalitz import DeclaredDalitzModel, build_dalitz
-from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
+from .options import BuilderOptions, FiniteFloat, OptionsError, Pair, ordered_pair
 from .zc4100_maps import background_maps, efficiency_maps
 
 __all__ = ["KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "Zc4100Options", "build_zc4100"]
@@ -305,8 +309,12 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         eff = efficiency_maps()
         preloaded = {f"synthetic:eff_{run}": eff[run] for run in ("run1", "run2")}
         preloaded.update({f"synthetic:bkg_{b}": h for b, h in background_maps().items()})
-    model = build_dalitz(zc4100_declaration(opts), rng, name=f"zc4100[{hyp}]",
-                         base_dir=STUDY_DIR, preloaded=preloaded, cls=Zc4100Model)
+    try:
+        model = build_dalitz(zc4100_declaration(opts), rng, name=f"zc4100[{hyp}]",
+                             base_dir=STUDY_DIR, preloaded=preloaded, cls=Zc4100Model)
+    except OptionsError as exc:  # a check of the declaration, in zc4100's terms
+        msg = f"zc4100 model: {exc.expected}"
+        raise ModelError(msg) from None
     model.options = opts  # type: ignore[attr-defined]
     return model
 

@@ -55,8 +55,8 @@ from ..core.dalitz.lineshapes import KINDS, Lineshape
 from ..core.dalitz.maps import SDPHistogram
 from ..core.dalitz.model import Component, DalitzData, DalitzModel, RunSpec
 from ..core.params import Constraint, Parameter, ParameterSet
-from ..errors import ModelError
-from .options import BuilderOptions, FiniteFloat, OptionsError, Pair, StrictModel
+from ..errors import ModelError, OptionError
+from .options import BuilderOptions, FiniteFloat, Pair, StrictModel, format_path
 from .protocol import ToyModelBase
 
 __all__ = ["LINESHAPES", "DalitzOptions", "DeclaredDalitzModel", "build_dalitz"]
@@ -234,8 +234,10 @@ class DeclaredDalitzModel(DalitzModel, ToyModelBase):
         return float(adaptive_chi2(self, values, data)["chi2"])
 
 
-def _fail(loc: tuple[str | int, ...], value: Any, expected: str) -> OptionsError:
-    return OptionsError(DalitzOptions.builder_name, loc, value, expected)
+def _fail(loc: tuple[str | int, ...], value: Any, expected: str) -> OptionError:
+    """A check of the declaration failed: the field's path inside the options (the study
+    validator prefixes the model's path), the bad value and what was expected."""
+    return OptionError(format_path(loc), value, expected)
 
 
 def _mass(p: Mapping[str, Any], loc: tuple[str | int, ...]) -> float:
@@ -321,7 +323,7 @@ def build_dalitz(options: Mapping[str, Any] | None = None,
 
     Raises
     ------
-    OptionsError
+    OptionError
         One line naming the field: a typo, an unknown daughter in a pair, a spin the
         lineshape cannot take, daughter masses that close the phase space, a pole outside
         the pair's mass range, a parameter named twice or never declared.

@@ -28,9 +28,9 @@ import numpy as np
 from annotated_types import Len
 from pydantic import Field, field_validator, model_validator
 
-from ..errors import ModelError
+from ..errors import ModelError, OptionError
 from .dalitz import DeclaredDalitzModel, build_dalitz
-from .options import BuilderOptions, FiniteFloat, OptionsError, Pair, ordered_pair
+from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
 from .zc4100_maps import background_maps, efficiency_maps
 
 __all__ = ["KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "Zc4100Options", "build_zc4100"]
@@ -312,7 +312,7 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     try:
         model = build_dalitz(zc4100_declaration(opts), rng, name=f"zc4100[{hyp}]",
                              base_dir=STUDY_DIR, preloaded=preloaded, cls=Zc4100Model)
-    except OptionsError as exc:  # a check of the declaration, in zc4100's terms
+    except OptionError as exc:  # a check of the declaration, in zc4100's terms
         msg = f"zc4100 model: {exc.expected}"
         raise ModelError(msg) from None
     model.options = opts  # type: ignore[attr-defined]

@@ -99,7 +99,8 @@ def mutate(study: Path, path: tuple, kind: str, wrong: Any) -> tuple[str, tuple,
     return text, target, old
 
 
-def names_field(err: SpecError, target: tuple, kind: str, old: Any) -> bool:
+def names_field(err: SpecError, target: tuple, kind: str, old: Any,
+                study: Path | None = None) -> bool:
     """Does the error name the mutated field, a field inside it or the mapping that lost a
     key? For a dropped model or hypothesis, naming a field that still refers to it (with
     the dropped name in the message) counts too."""
@@ -109,6 +110,15 @@ def names_field(err: SpecError, target: tuple, kind: str, old: Any) -> bool:
     want = _fmt(target)
     if path.startswith(want) or want.startswith(path):
         return True
+    # a YAML alias (``truth: *default``): the mutated node is shared, and the error may name
+    # it under the model it was first written for
+    if study is not None and len(target) > 1 and target[0] == "models":
+        models = RAW[study]["models"]
+        for other, node in models.items():
+            if other != target[1] and node is models.get(target[1]):
+                alt = _fmt(("models", other, *target[2:]))
+                if path.startswith(alt) or alt.startswith(path):
+                    return True
     if kind == "drop":
         name = target[-1] if isinstance(target[-1], str) else old
         return (isinstance(name, str) and repr(name) in str(err)) or f"{name}" in path
@@ -148,6 +158,16 @@ def _mass1d_inner(err: SpecError, study: Path) -> bool:
                for n in mass1d)
 
 
+def _dalitz_inner(err: SpecError, study: Path) -> bool:
+    """A rejection by the ``dalitz`` builder's checks across fields (a pair of unknown
+    daughters, a spin the lineshape cannot take, a missing lineshape parameter, a closed
+    phase space): the error is inside one of the study's dalitz declarations."""
+    dalitz = [n for n, m in RAW[study]["models"].items() if m.get("builder") == "dalitz"]
+    return any(re.search(rf"models\.{re.escape(n)}\.options\."
+                         r"(parent|daughters|isobars|runs|vetoes|scan)\b", err.path)
+               for n in dalitz)
+
+
 def run_one(stats: Stats, study: Path, path: tuple, kind: str, wrong: Any, tmp: Path,
             cli: bool) -> None:
     text, target, old = mutate(study, path, kind, wrong)
@@ -171,7 +191,7 @@ def run_one(stats: Stats, study: Path, path: tuple, kind: str, wrong: Any, tmp: 
         stats.max_reject_s = max(stats.max_reject_s, seconds)
         if seconds > 5.0:
             stats.slow.append(f"{label}: {seconds:.1f} s")
-        if names_field(err, target, kind, old):
+        if names_field(err, target, kind, old, study):
             stats.named += 1
         else:
             stats.not_named.append(f"{label}: {err}"[:300])
@@ -180,7 +200,8 @@ def run_one(stats: Stats, study: Path, path: tuple, kind: str, wrong: Any, tmp: 
         schema_ok = not any(True for _ in _VALIDATOR.iter_errors(doc))
         if schema_ok != accepted and not (
                 err is not None and (any(s in str(err) for s in _BEYOND_SCHEMA)
-                                     or _mass1d_inner(err, study))):
+                                     or _mass1d_inner(err, study)
+                                     or _dalitz_inner(err, study))):
             stats.schema_disagree.append(f"{label}: schema {'accepts' if schema_ok else 'rejects'}"
                                          f", validator {err}"[:300])
     if cli and err is not None:

@@ -115,6 +115,7 @@ BUILDERS: BuilderRegistry = BuilderRegistry({
     "mass1d": "mass1d:build_mass1d:Mass1dOptions",
     "tcc": "tcc:build_tcc:TccOptions",
     "zc4100": "zc4100:build_zc4100:Zc4100Options",
+    "dalitz": "dalitz:build_dalitz:DalitzOptions",
     "gauss": "gauss:build_gauss:GaussOptions",
 })
 

@@ -11,12 +11,15 @@ the LASS start values the nominal-fit results of Sect. 6.5. Complex coefficients
 illustrative (the paper's Table 4 is not reproduced here): K*(892)0 dominant, and the
 Zc(4100) coefficient chosen so that ~2000 signal decays give an expected Δ(−2 ln L) near the
 paper's 41 (see ``studies/zc4100/README.md``).
+
+The builder writes these models as declarations of the generic ``dalitz`` builder
+(:func:`zc4100_declaration`, :mod:`toyengine.models.dalitz`) and builds them with it: one
+Dalitz code path.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -25,15 +28,9 @@ import numpy as np
 from annotated_types import Len
 from pydantic import Field, field_validator, model_validator
 
-from ..core.dalitz.gof import adaptive_chi2
-from ..core.dalitz.kinematics import DalitzKinematics, Vetoes
-from ..core.dalitz.lineshapes import Lineshape
-from ..core.dalitz.maps import SDPHistogram
-from ..core.dalitz.model import Component, DalitzData, DalitzModel, RunSpec
-from ..core.params import Constraint, Parameter, ParameterSet
-from ..errors import ModelError
+from ..errors import ModelError, OptionError
+from .dalitz import DeclaredDalitzModel, build_dalitz
 from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
-from .protocol import ToyModelBase
 from .zc4100_maps import background_maps, efficiency_maps
 
 __all__ = ["KSTAR_TABLE", "STUDY_DIR", "Zc4100Model", "Zc4100Options", "build_zc4100"]
@@ -225,41 +222,11 @@ class Zc4100Options(BuilderOptions):
         return self
 
 
-def _load_maps(opts: dict[str, Any]) -> dict[str, dict[str, SDPHistogram]]:
-    if opts["maps"] == "synthetic":
-        eff = efficiency_maps()
-        bkg = background_maps()
-        return {run: {"efficiency": eff[run], **bkg} for run in ("run1", "run2")}
-    base = Path(opts["map_dir"]) if opts["map_dir"] is not None else STUDY_DIR
-    out: dict[str, dict[str, SDPHistogram]] = {}
-    cache: dict[tuple[str, str], SDPHistogram] = {}
-    for run, files in opts["map_files"].items():
-        out[run] = {}
-        for key, fname in files.items():
-            kind = "efficiency" if key == "efficiency" else "background"
-            name, _, hist_key = str(fname).partition(".root:")
-            is_root = bool(hist_key) or name.endswith(".root")
-            path = Path(name + ".root" if hist_key else name)
-            if not path.is_absolute():
-                path = base / path
-            ck = (f"{path}:{hist_key}", kind)
-            if ck not in cache:
-                cache[ck] = (SDPHistogram.from_root(path, hist_key, kind) if is_root
-                             else SDPHistogram.from_npz(path, kind))
-            out[run][key] = cache[ck]
-    return out
-
-
-class Zc4100Model(DalitzModel, ToyModelBase):
+class Zc4100Model(DeclaredDalitzModel):
     """The Zc(4100)⁻ Dalitz model as a :class:`~toyengine.models.protocol.ToyModel`: the
-    fit fractions and data loading of :class:`DalitzModel`, its goodness-of-fit statistic,
-    and the Z_c mass and width as scan parameters of the nominal (H1) model."""
-
-    def gof_statistic(self, data: DalitzData, values: np.ndarray) -> float:
-        """Adaptive binned χ² with 12 × 12 equally populated SDP bins (Eur. Phys. J. C 78 (2018)
-        1019, Sect. 6.4),
-        recorded per toy so a goodness-of-fit study gives its toy-based p-value."""
-        return float(adaptive_chi2(self, values, data)["chi2"])
+    declared model of :mod:`toyengine.models.dalitz` (fit fractions, data loading, its
+    goodness-of-fit statistic), with the Z_c mass and width as scan parameters of the
+    nominal (H1) model."""
 
 
 def build_zc4100(options: Mapping[str, Any] | None = None,
@@ -337,52 +304,44 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     if (opts["smearing"] != "none" or opts["draw_kstar"]) and rng is None:
         msg = "zc4100 model: smearing and draw_kstar need an rng (numpy.random.Generator)"
         raise ModelError(msg)
-    zc_spin = opts["zc_spin"]
+    preloaded = None
+    if opts["maps"] == "synthetic":
+        eff = efficiency_maps()
+        preloaded = {f"synthetic:eff_{run}": eff[run] for run in ("run1", "run2")}
+        preloaded.update({f"synthetic:bkg_{b}": h for b, h in background_maps().items()})
+    try:
+        model = build_dalitz(zc4100_declaration(opts), rng, name=f"zc4100[{hyp}]",
+                             base_dir=STUDY_DIR, preloaded=preloaded, cls=Zc4100Model)
+    except OptionError as exc:  # a check of the declaration, in zc4100's terms
+        msg = f"zc4100 model: {exc.expected}"
+        raise ModelError(msg) from None
+    model.options = opts  # type: ignore[attr-defined]
+    return model
+
+
+def zc4100_declaration(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``dalitz`` declaration of a B0 → ηc K+ π− model: parsed :class:`Zc4100Options`
+    (``Zc4100Options.parse(options).as_dict()``) as parent, daughters, isobars and runs of
+    :class:`~toyengine.models.dalitz.DalitzOptions` (Eur. Phys. J. C 78 (2018) 1019,
+    Sects. 5–7)."""
+    hyp = opts["hypothesis"]
     ms = opts["masses"]
-    kin = DalitzKinematics(ms["B0"] / 1e3, ms["K+"] / 1e3, ms["pi-"] / 1e3, ms["eta_c"] / 1e3)
-    vetoes = Vetoes(d0=(1.845, 1.885) if opts["d0_veto"] else None,
-                    border=float(opts["border_width"]) / 1e3 if opts["border_veto"] else 0.0)
-
-    params: list[Parameter] = []
-    comps: list[Component] = []
-    coef_over = dict(opts["coefficient_values"])
-    polar = opts["coefficients"] == "polar"
     r_kpi, r_ecpi = float(opts["r_kpi"]), float(opts["r_etacpi"])
+    coef_over = dict(opts["coefficient_values"])
+    kpi, ecpi = ["K+", "pi-"], ["pi-", "eta_c"]
+    isobars: list[dict[str, Any]] = []
 
-    def coef(name: str, ref: bool = False) -> None:
+    def coef(name: str) -> dict[str, Any]:
         re, im = coef_over.get(name, COEFFICIENTS.get(name, (0.1, 0.0)))
-        re, im = float(re), float(im)
-        step = STEPS.get(name, 0.06)  # ≈ the statistical error with ~2000 decays
-        if polar:
-            mag, ph = math.hypot(re, im), math.atan2(im, re)
-            params.append(Parameter(f"mag_{name}", mag, (0.0, math.inf), fixed=ref, step=step,
-                                    label=f"|c({name})|"))
-            params.append(Parameter(f"ph_{name}", ph, (-2 * math.pi, 2 * math.pi), fixed=ref,
-                                    step=step / max(mag, 0.05), unit="rad",
-                                    label=f"arg c({name})"))
-        else:
-            params.append(Parameter(f"re_{name}", re, fixed=ref, step=step,
-                                    label=f"Re c({name})"))
-            params.append(Parameter(f"im_{name}", im, fixed=ref, step=step,
-                                    label=f"Im c({name})"))
+        return {"coefficient": [float(re), float(im)],
+                "step": STEPS.get(name, 0.06)}  # ≈ the statistical error with ~2000 decays
 
     def kstar(name: str, ref: bool = False) -> None:
         t = KSTAR_TABLE[name]
-        m, w = t["m"], t["w"]
-        if opts["draw_kstar"]:
-            assert rng is not None
-            if opts["draw_kind"] == "uniform":
-                m = m + t["dm"] * rng.uniform(-1.0, 1.0)
-                w = w + t["dw"] * rng.uniform(-1.0, 1.0)
-            else:
-                m = m + t["dm"] * rng.standard_normal()
-                w = max(w + t["dw"] * rng.standard_normal(), 0.1 * t["w"])
-        params.append(Parameter(f"m_{name}", m, fixed=True, unit="MeV", label=f"m({name})"))
-        params.append(Parameter(f"w_{name}", w, (0.0, math.inf), fixed=True, unit="MeV",
-                                label=f"Γ({name})"))
-        coef(name, ref)
-        comps.append(Component(name, Lineshape("rbw", "kpi", int(t["spin"]), r_kpi),
-                               (f"m_{name}", f"w_{name}")))
+        isobars.append({
+            "name": name, "pair": kpi, "lineshape": "rbw", "spin": int(t["spin"]),
+            "radius": r_kpi, "mass": {"value": t["m"], "draw": t["dm"]},
+            "width": {"value": t["w"], "draw": t["dw"]}, "reference": ref, **coef(name)})
 
     kstar("kst892", ref=True)
     kstar("kst1410")
@@ -390,43 +349,35 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     sw = opts["swave"]
     if sw in ("lass_split", "lass"):
         mc, wc = lass["m_constraint"], lass["w_constraint"]
-        params += [
-            Parameter("m_lass", float(lass["m"]), (1200.0, 1700.0),
-                      constraint=Constraint(float(mc[0]), float(mc[1])), step=15.0, unit="MeV",
-                      label="m(LASS)"),
-            Parameter("w_lass", float(lass["w"]), (80.0, 600.0),
-                      constraint=Constraint(float(wc[0]), float(wc[1])), step=30.0, unit="MeV",
-                      label="Γ(LASS)"),
-            Parameter("a_lass", float(lass["a"]), (0.2, 12.0), step=2.0, unit="GeV⁻¹",
-                      label="a(LASS)"),
-            Parameter("r_lass", float(lass["r"]), (-8.0, 25.0), step=4.0, unit="GeV⁻¹",
-                      label="r(LASS)"),
-        ]
+        lp = {
+            "mass": {"value": float(lass["m"]), "fixed": False, "limits": [1200.0, 1700.0],
+                     "constraint": [float(mc[0]), float(mc[1])], "step": 15.0,
+                     "label": "m(LASS)"},
+            "width": {"value": float(lass["w"]), "fixed": False, "limits": [80.0, 600.0],
+                      "constraint": [float(wc[0]), float(wc[1])], "step": 30.0,
+                      "label": "Γ(LASS)"},
+            "a": {"value": float(lass["a"]), "fixed": False, "limits": [0.2, 12.0],
+                  "step": 2.0, "label": "a(LASS)"},
+            "r": {"value": float(lass["r"]), "fixed": False, "limits": [-8.0, 25.0],
+                  "step": 4.0, "label": "r(LASS)"},
+        }
         cut = float(lass["cutoff"])
+        kind = "lass_bw" if sw == "lass_split" else "lass"
+        isobars.append({"name": "lass", "pair": kpi, "lineshape": kind, "radius": r_kpi,
+                        "cutoff": cut, **lp, **coef("lass")})
         if sw == "lass_split":
-            coef("lass")
-            comps.append(Component("lass", Lineshape("lass_bw", "kpi", 0, r_kpi, cut),
-                                   ("m_lass", "w_lass", "a_lass", "r_lass")))
-            coef("lass_nr")
-            comps.append(Component("lass_nr", Lineshape("lass_nr", "kpi", 0, r_kpi, cut),
-                                   ("a_lass", "r_lass")))
-        else:
-            coef("lass")
-            comps.append(Component("lass", Lineshape("lass", "kpi", 0, r_kpi, cut),
-                                   ("m_lass", "w_lass", "a_lass", "r_lass")))
+            isobars.append({"name": "lass_nr", "pair": kpi, "lineshape": "lass_nr",
+                            "radius": r_kpi, "cutoff": cut, "a": "a_lass", "r": "r_lass",
+                            **coef("lass_nr")})
     else:  # rbw alternative S-wave
         t = KSTAR_TABLE["kst0_1430"]
-        params += [
-            Parameter("m_kst0_1430", t["m"], (1200.0, 1700.0),
-                      constraint=Constraint(t["m"], t["dm"]), step=10.0, unit="MeV",
-                      label="m(K*0(1430))"),
-            Parameter("w_kst0_1430", t["w"], (80.0, 600.0),
-                      constraint=Constraint(t["w"], t["dw"]), step=15.0, unit="MeV",
-                      label="Γ(K*0(1430))"),
-        ]
-        coef("kst0_1430")
-        comps.append(Component("kst0_1430", Lineshape("rbw", "kpi", 0, r_kpi),
-                               ("m_kst0_1430", "w_kst0_1430")))
+        isobars.append({
+            "name": "kst0_1430", "pair": kpi, "lineshape": "rbw", "radius": r_kpi,
+            "mass": {"value": t["m"], "fixed": False, "limits": [1200.0, 1700.0],
+                     "constraint": [t["m"], t["dm"]], "step": 10.0, "label": "m(K*0(1430))"},
+            "width": {"value": t["w"], "fixed": False, "limits": [80.0, 600.0],
+                      "constraint": [t["w"], t["dw"]], "step": 15.0, "label": "Γ(K*0(1430))"},
+            **coef("kst0_1430")})
         kstar("kst0_700")
     kstar("kst2_1430")
     kstar("kst1680")
@@ -434,60 +385,47 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     for e in opts["extra"]:
         kstar(e)
     if sw in ("lass", "rbw"):
-        coef("nr")
-        comps.append(Component("nr", Lineshape("flat", "kpi", 0, r_kpi)))
+        isobars.append({"name": "nr", "pair": kpi, "lineshape": "flat", "radius": r_kpi,
+                        **coef("nr")})
     if hyp == "nominal":
-        mlo, mhi = (float(v) for v in opts["zc_mass_limits"])
-        wlo, whi = (float(v) for v in opts["zc_width_limits"])
-        params += [
-            Parameter("m_zc", float(opts["zc_mass"]), (mlo, mhi), step=20.0, unit="MeV",
-                      label="m(Zc)"),
-            Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=50.0, unit="MeV",
-                      label="Γ(Zc)"),
-        ]
-        coef("zc")
-        comps.append(Component("zc", Lineshape("rbw", "etacpi", zc_spin, r_ecpi),
-                               ("m_zc", "w_zc")))
-
-    # maps, runs and yields
-    maps = _load_maps(opts)
-    smear = opts["smearing"]
-    runs: list[RunSpec] = []
-    smeared_cache: dict[int, SDPHistogram] = {}
-
-    def varied(h: SDPHistogram, kind: str) -> SDPHistogram:
-        """Smear each distinct map once (shared background shapes stay shared)."""
-        want = (smear == "background" and kind == "background") or (
-            smear.startswith("efficiency") and kind == "efficiency")
-        if not want:
-            return h
-        if id(h) not in smeared_cache:
-            assert rng is not None
-            mode = "correlated" if smear == "efficiency_correlated" else "independent"
-            smeared_cache[id(h)] = h.smeared(rng, mode, n_bins=int(opts["smearing_bins"]),
-                                             radius=int(opts["smearing_radius"]))
-        return smeared_cache[id(h)]
-
-    yv = opts["yield_values"]
-    for run, rmaps in maps.items():
-        eff = varied(rmaps["efficiency"], "efficiency")
-        bkgs = []
-        for bname, bh in rmaps.items():
-            if bname == "efficiency":
-                continue
-            bkgs.append((bname, varied(bh, "background"), f"n_{bname}_{run}"))
-        for key in ["sig", *(b[0] for b in bkgs)]:
-            val, sig = (float(v) for v in yv[run][key])
-            fixed = opts["yields"] == "fixed"
-            params.append(Parameter(f"n_{key}_{run}", val, (0.0, math.inf), fixed=fixed,
-                                    constraint=None if fixed else Constraint(val, sig), step=sig,
-                                    label=f"N_{key}({run})"))
-        runs.append(RunSpec(run, eff, f"n_sig_{run}", tuple(bkgs)))
-
-    model = Zc4100Model(kin, comps, ParameterSet(tuple(params)), runs, vetoes, polar=polar,
-                        grid_options={k: v for k, v in opts["grid"].items() if v is not None},
-                        name=f"zc4100[{hyp}]")
-    model.options = opts  # type: ignore[attr-defined]
-    # the Z_c mass and width exist only with a Z_c: the multi-start covers their range
-    model.scan_parameters = ("m_zc", "w_zc") if hyp == "nominal" else ()
-    return model
+        isobars.append({
+            "name": "zc", "pair": ecpi, "lineshape": "rbw", "spin": int(opts["zc_spin"]),
+            "radius": r_ecpi,
+            "mass": {"value": float(opts["zc_mass"]), "fixed": False,
+                     "limits": [float(v) for v in opts["zc_mass_limits"]], "step": 20.0,
+                     "label": "m(Zc)"},
+            "width": {"value": float(opts["zc_width"]), "fixed": False,
+                      "limits": [float(v) for v in opts["zc_width_limits"]], "step": 50.0,
+                      "label": "Γ(Zc)"},
+            **coef("zc")})
+    if opts["maps"] == "synthetic":
+        files = {run: {"efficiency": f"synthetic:eff_{run}", "comb": "synthetic:bkg_comb",
+                       "nr": "synthetic:bkg_nr"} for run in ("run1", "run2")}
+    else:
+        files = opts["map_files"]
+    runs = {}
+    for run, fs in files.items():
+        runs[run] = {"efficiency": fs["efficiency"],
+                     "backgrounds": {b: f for b, f in fs.items() if b != "efficiency"},
+                     "yields": {k: list(v) for k, v in opts["yield_values"][run].items()
+                                if k == "sig" or k in fs}}
+    grid = {k: v for k, v in opts["grid"].items() if v is not None}
+    return {
+        "parent": {"name": "B0", "mass": ms["B0"]},
+        "daughters": [{"name": "K+", "mass": ms["K+"]}, {"name": "pi-", "mass": ms["pi-"]},
+                      {"name": "eta_c", "mass": ms["eta_c"]}],
+        "isobars": isobars,
+        "runs": runs,
+        "coefficients": opts["coefficients"],
+        "yields": opts["yields"],
+        **({"map_dir": opts["map_dir"]} if opts["map_dir"] is not None else {}),
+        "vetoes": {"border": float(opts["border_width"]) if opts["border_veto"] else 0.0,
+                   **({"interval": [1845.0, 1885.0]} if opts["d0_veto"] else {})},
+        "smearing": opts["smearing"],
+        "smearing_bins": opts["smearing_bins"],
+        "smearing_radius": opts["smearing_radius"],
+        "draw": opts["draw_kind"] if opts["draw_kstar"] else "none",
+        # the Z_c mass and width exist only with a Z_c: the multi-start covers their range
+        "scan": ["m_zc", "w_zc"] if hyp == "nominal" else [],
+        "grid": grid,
+    }

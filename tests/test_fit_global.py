@@ -296,3 +296,28 @@ def test_toys_for_precision():
     assert toys_for_precision(0, 1000, 0.1, 10**6) == math.ceil((1 - hi) / (hi * 0.01))
     with pytest.raises(ToyEngineError, match="precision"):
         toys_for_precision(1, 10, 1.5, 100)
+
+
+def test_profile_line_and_free_in_a_study_file():
+    """``fit.profile.line``/``free`` are read from the study file, left out of the digest
+    when unset (older stores keep theirs), and a ``free`` name no model has is one error."""
+    from pathlib import Path
+
+    from toyengine.errors import ToyEngineError
+    from toyengine.study.plan import check_profile
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "tcc" / "significance.yaml"
+    text = path.read_text()
+    base = StudySpec.from_text(text, str(path), str(path.parent))
+    assert "line" not in base.fit["profile"] and "free" not in base.fit["profile"]
+    zero = StudySpec.from_text(text.replace("best: 3}", "best: 3, line: 0}"), str(path),
+                               str(path.parent))
+    assert zero.digest == base.digest
+    lined = StudySpec.from_text(text.replace("best: 3}", "best: 3, line: 30, free: [n_sig]}"),
+                                str(path), str(path.parent))
+    assert lined.fit["profile"]["line"] == 30 and lined.digest != base.digest
+    check_profile(lined)
+    bad = StudySpec.from_text(text.replace("best: 3}", "best: 3, free: [nope]}"), str(path),
+                              str(path.parent))
+    with pytest.raises(ToyEngineError, match=r"fit.profile.free names \['nope'\]"):
+        check_profile(bad)

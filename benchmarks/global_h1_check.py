@@ -188,6 +188,9 @@ def main() -> None:
     print(f"starts reaching the best minimum (H1): mean {n_best.mean():.2f}, "
           f"fraction with 1: {(n_best == 1).mean():.3f}")
     for label, tt in (("engine", t[ok]), ("after grid refit", t_grid[ok])):
+        if a.hyps == "both" or np.count_nonzero(tt > 1e-6) < 20:
+            print(f"{label}: no ndof fit (J^P t, or fewer than 20 toys with t > 0)")
+            continue
         c = fit_chi2_ndof(tt)
         z = fit_chi2_ndof(tt, zero_mass=True)
         print(f"{label}: censored χ² ndof {c.ndof:.2f} ± {c.ndof_err:.2f} "

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from toyengine.core.fit import SAME_MINIMUM, ProfileStarts, _grid_minima, _start_points, fit
+from toyengine.core.fit import (
+    LINE_OFFSET,
+    SAME_MINIMUM,
+    ProfileStarts,
+    _grid_minima,
+    _start_points,
+    fit,
+    line_grid,
+)
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk
@@ -91,6 +99,38 @@ def test_profile_starts_find_the_global_minimum_the_nominal_start_misses():
     # the profile's cost is counted: the nominal fit (same as ``plain``), at least one call
     # at each of the 10 grid points and one for the fit from the best of them
     assert res.nfcn >= plain.nfcn + 10 + 1
+
+
+def _narrow_and_broad(x: np.ndarray) -> float:
+    """−ln L = a²/2 − a s(mu, w): a broad bump at mu = 3 (height 1, seen at every width w)
+    and a narrow one at mu = 7.3 (height 2) that only a state at the width's lower limit
+    0.1 sees (its factor falls as exp(−((w − 0.1)/0.1)²/2))."""
+    mu, w, a = x
+    s = (math.exp(-0.5 * ((mu - 3.0) / (0.5 + w)) ** 2)
+         + 2.0 * math.exp(-0.5 * ((mu - 7.3) / 0.1) ** 2 - 0.5 * ((w - 0.1) / 0.1) ** 2))
+    return 0.5 * a * a - a * s
+
+
+NARROW_PARAMS = ParameterSet((Parameter("mu", 3.2, (0.0, 10.0), step=0.1),
+                              Parameter("w", 1.0, (0.1, 2.0), step=0.1),
+                              Parameter("a", 1.0, (-10.0, 10.0), step=0.1)))
+
+
+def test_profile_line_at_the_width_limit_finds_a_narrow_state_the_grid_misses():
+    """A 10 x 3 grid has no point within 0.2 of mu = 7.3 and none below w = 0.42, where the
+    narrow bump's factor is exp(−0.5 · 3.2²) < 0.01: the fit stays in the broad bump
+    (−ln L = −1/2). A line of 40 mu points at w's lower limit (0.25 apart, one at 7.375)
+    reaches the narrow one (−ln L = −2)."""
+    grid = fit(_narrow_and_broad, NARROW_PARAMS, scan=("mu", "w"),
+               profile=ProfileStarts((10, 3), best=3))
+    assert grid.nll == pytest.approx(-0.5, abs=1e-3)
+    line = fit(_narrow_and_broad, NARROW_PARAMS, scan=("mu", "w"),
+               profile=ProfileStarts((10, 3), best=3, line=40))
+    assert line.value("mu") == pytest.approx(7.3, abs=1e-2)
+    assert line.nll == pytest.approx(-2.0, abs=1e-3)
+    pts = line_grid(NARROW_PARAMS, ("mu", "w"), 40)
+    assert pts.shape == (40, 2) and np.allclose(np.diff(pts[:, 0]), 0.25)
+    assert np.all(pts[:, 1] == pytest.approx(0.1 + LINE_OFFSET * 1.9))
 
 
 def test_profile_with_fixed_base_floats_only_the_named_parameters():
@@ -256,3 +296,28 @@ def test_toys_for_precision():
     assert toys_for_precision(0, 1000, 0.1, 10**6) == math.ceil((1 - hi) / (hi * 0.01))
     with pytest.raises(ToyEngineError, match="precision"):
         toys_for_precision(1, 10, 1.5, 100)
+
+
+def test_profile_line_and_free_in_a_study_file():
+    """``fit.profile.line``/``free`` are read from the study file, left out of the digest
+    when unset (older stores keep theirs), and a ``free`` name no model has is one error."""
+    from pathlib import Path
+
+    from toyengine.errors import ToyEngineError
+    from toyengine.study.plan import check_profile
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "tcc" / "significance.yaml"
+    text = path.read_text()
+    base = StudySpec.from_text(text, str(path), str(path.parent))
+    assert "line" not in base.fit["profile"] and "free" not in base.fit["profile"]
+    zero = StudySpec.from_text(text.replace("best: 3}", "best: 3, line: 0}"), str(path),
+                               str(path.parent))
+    assert zero.digest == base.digest
+    lined = StudySpec.from_text(text.replace("best: 3}", "best: 3, line: 30, free: [n_sig]}"),
+                                str(path), str(path.parent))
+    assert lined.fit["profile"]["line"] == 30 and lined.digest != base.digest
+    check_profile(lined)
+    bad = StudySpec.from_text(text.replace("best: 3}", "best: 3, free: [nope]}"), str(path),
+                              str(path.parent))
+    with pytest.raises(ToyEngineError, match=r"fit.profile.free names \['nope'\]"):
+        check_profile(bad)

@@ -23,7 +23,7 @@ from . import newton
 from .params import ParameterSet
 
 __all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
-           "scan_grid"]
+           "line_grid", "scan_grid"]
 
 
 class FitStatus(enum.IntEnum):
@@ -228,6 +228,12 @@ class ProfileStarts:
         If > 0, the ``refine`` lowest grid minima are first refitted with the scan
         parameters free as well (the others as in the grid fits), and the full fit starts
         from the ``best`` lowest of those (distinct by more than ``SAME_MINIMUM``).
+    line : int
+        If > 0, also profile ``line`` equally spaced values (cell centres) of the first scan
+        parameter with the others at their lower limit (:func:`line_grid`: for a mass and a
+        width, the narrowest state allowed). A narrow state's basin in the mass is about
+        its width wide, narrower than a coarse grid's cells at larger widths; the local
+        minima of this line join the grid's (ranked together by their profile −ln L).
     """
 
     grid: tuple[int, ...]
@@ -235,6 +241,7 @@ class ProfileStarts:
     free: tuple[str, ...] | None = None
     base: np.ndarray | None = None
     refine: int = 0
+    line: int = 0
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins
@@ -275,6 +282,26 @@ def scan_grid(params: ParameterSet, names: Sequence[str],
     return np.stack([m.ravel() for m in mesh], axis=1)
 
 
+def line_grid(params: ParameterSet, names: Sequence[str], points: int) -> np.ndarray:
+    """The points of :attr:`ProfileStarts.line`: ``points`` cell centres over the scan box
+    (:func:`_scan_box`) of the first parameter of ``names``, every other one at its lower
+    limit plus :data:`LINE_OFFSET` of its box (a start on the limit itself leaves a
+    bounded minimiser no room to move inwards). One row a point."""
+    lo, hi = _scan_box(params, names[0])
+    first = lo + (np.arange(int(points)) + 0.5) * (hi - lo) / int(points)
+    out = np.empty((first.size, len(names)))
+    out[:, 0] = first
+    for j, n in enumerate(names[1:], start=1):
+        a, b = _scan_box(params, n)
+        out[:, j] = a + LINE_OFFSET * (b - a)
+    return out
+
+
+#: where :func:`line_grid` puts the other scan parameters: this fraction of their range
+#: above their lower limit
+LINE_OFFSET = 0.002
+
+
 def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
                     scan: Sequence[str], profile: ProfileStarts) -> tuple[list[np.ndarray], int]:
     """The start vectors of :class:`ProfileStarts` and the NLL calls they cost."""
@@ -295,17 +322,17 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
     idx = [params.index(n) for n in free_scan]
     plain = _profile_objective(nll, fixed)
     points = scan_grid(params, free_scan, profile.grid)
-    prof = np.full(len(points), np.inf)
-    values = [x0] * len(points)
-    nfcn = 0
-    for k, row in enumerate(points):
-        x = x0.copy()
-        x[idx] = row
-        res = _single_fit(plain, fixed, x, False, 0, _PROFILE_TOL, False)
-        nfcn += res.nfcn
-        if math.isfinite(res.nll):
-            prof[k], values[k] = res.nll, res.values
+    prof, values, nfcn = _profile_values(plain, fixed, x0, idx, points)
     order = [k for k in _grid_minima(prof.reshape(profile.grid)) if math.isfinite(prof[k])]
+    if profile.line:
+        # the line's local minima join the grid's, indexed after them
+        lprof, lvalues, lfcn = _profile_values(plain, fixed, x0, idx,
+                                               line_grid(params, free_scan, profile.line))
+        nfcn += lfcn
+        n = len(points)
+        order += [n + k for k in _grid_minima(lprof) if math.isfinite(lprof[k])]
+        prof = np.concatenate([prof, lprof])
+        values = [*values, *lvalues]
     order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
     if not profile.refine:
         return [values[k] for k in order[: max(int(profile.best), 0)]], nfcn
@@ -322,6 +349,25 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
             refined.append((res.nll, k, res.values))
     refined.sort(key=lambda r: (r[0], r[1]))
     return [v for _, _, v in refined[: max(int(profile.best), 0)]], nfcn
+
+
+def _profile_values(plain: Callable[[np.ndarray], float], fixed: ParameterSet, x0: np.ndarray,
+                    idx: Sequence[int], points: np.ndarray) -> tuple[np.ndarray,
+                                                                     list[np.ndarray], int]:
+    """Profile fits of ``plain`` over the free parameters of ``fixed``, from ``x0`` with the
+    scan parameters (positions ``idx``) at each row of ``points``: −ln L (inf where not
+    finite), fitted vectors and the calls spent."""
+    prof = np.full(len(points), np.inf)
+    values = [x0] * len(points)
+    nfcn = 0
+    for k, row in enumerate(points):
+        x = x0.copy()
+        x[idx] = row
+        res = _single_fit(plain, fixed, x, False, 0, _PROFILE_TOL, False)
+        nfcn += res.nfcn
+        if math.isfinite(res.nll):
+            prof[k], values[k] = res.nll, res.values
+    return prof, values, nfcn
 
 
 def _grid_minima(z: np.ndarray) -> list[int]:

@@ -170,7 +170,8 @@ def scan_plan(spec: StudySpec) -> ScanPlan | None:
 
 def check_profile(spec: StudySpec) -> None:
     """Raise :class:`ModelError` when ``fit.profile.grid`` does not have one size per free
-    scan parameter of every hypothesis that has scan parameters (variant 0's models)."""
+    scan parameter of every hypothesis that has scan parameters (variant 0's models), or
+    ``fit.profile.free`` names a parameter no hypothesis has."""
     prof = spec.fit.get("profile")
     if not prof:
         return
@@ -181,6 +182,13 @@ def check_profile(spec: StudySpec) -> None:
             msg = (f"fit.profile.grid has {len(prof['grid'])} entries but the model {h!r} "
                    f"has the free scan parameters {names}")
             raise ModelError(msg)
+    known = {n for h in spec.hypotheses
+             for n in build_model(spec, spec.variants[0], h).parameters.names}
+    unknown = [n for n in prof.get("free") or () if n not in known]
+    if unknown:
+        msg = (f"fit.profile.free names {unknown}, which no hypothesis has "
+               f"(parameters: {sorted(known)})")
+        raise ModelError(msg)
 
 
 def _data_space(model: Any) -> tuple[object, ...] | None:

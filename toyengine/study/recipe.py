@@ -152,7 +152,10 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
         free = tuple(n for n in model.parameters.free_names
                      if n not in r0.names and n not in scan)
         base = nested[0]
-    return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"])
+    elif prof.get("free"):
+        free = tuple(n for n in prof["free"] if n in model.parameters.free_names)
+    return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"],
+                         prof.get("line", 0))
 
 
 def _null_embedding(model: ToyModel, null: Any) -> dict[str, float]:

@@ -280,6 +280,9 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                                                          "strategy": None, "hesse": None,
                                                          "profile": None, "scan": None,
                                                          "global_observables": "sample"}
+    for later in ("line", "free"):  # added later: a study without them keeps its digest
+        if fit.get("profile") is not None and not fit["profile"].get(later):
+            del fit["profile"][later]
     kind = kind_info(f.kind)
     if fit["hesse"] is None:  # HESSE is ~half the cost of a Z_c(4100)- fit
         fit["hesse"] = kind.hesse

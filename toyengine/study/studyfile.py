@@ -119,6 +119,13 @@ class ProfileSettings(StrictModel):
     refine: int = Field(0, ge=0, le=50, description="refit the N lowest grid minima with "
                         "the scan parameters free too (still cheap) and start from the best "
                         "of those (default 0: no refit)")
+    line: int = Field(0, ge=0, le=1000, description="also profile N points of the first "
+                      "scan parameter with the others at their lower limit (a narrow "
+                      "state's mass scan; default 0: none)")
+    free: list[Name] | None = Field(None, description="parameters fitted at each profile "
+                                    "point, the others at their nominal values (default: "
+                                    "every free one that is not a scan parameter; in a "
+                                    "nested test's alternative fit those it alone has)")
 
 
 class FitSettings(StrictModel):

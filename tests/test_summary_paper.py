@@ -1,0 +1,60 @@
+"""The significance table as a paper prints it (:mod:`toyengine.summary.paper`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from toyengine.summary.paper import significance_paper_table
+from toyengine.summary.pvalues import chi2_pvalue, p_to_z
+from toyengine.summary.testing import make_results_dataset
+
+
+def _store(t: np.ndarray, kind: str = "significance", ndof: int = 8,
+           observed: float = 41.4):
+    n = t.size
+    nll = np.zeros((1, n, 2))
+    nll[0, :, 1] = -t / 2.0  # t = 2 (nll_h0 − nll_h1)
+    return make_results_dataset(params=["m_zc"], hypotheses=["H0", "H1"],
+                                value=np.zeros((1, n, 2, 1)), nll=nll, kind=kind, h0="H0",
+                                h1="H1", ndof_wilks=ndof, observed_t=observed,
+                                study_name="zc-sig")
+
+
+def test_paper_table_rows_and_counts():
+    # 2000 toys of χ²(8): the fitted ndof is 8 within its error (≈ 0.25 for 2000 toys:
+    # the Fisher information of k in χ²(k) is ψ'(k/2)/4 per toy, 1/sqrt(2000 · 0.0347) ≈ 0.12;
+    # 4 errors allowed)
+    t = stats.chi2.rvs(8, size=2000, random_state=np.random.default_rng(3))
+    ds = _store(t)
+    tab = significance_paper_table(ds, t_reference=20.0)
+    csv = {r[0]: r for r in tab.csv_rows}
+    assert csv["Δ(−2 ln L) observed (reference data set)"][1] == 20.0
+    assert csv["p, Z from χ²(ndof = 8)"][1] == pytest.approx(chi2_pvalue(20.0, 8))
+    k = int(np.count_nonzero(t >= 20.0))
+    assert csv["p, Z from toys (plain)"][2] == f"{k}/2000"
+    assert csv["p, Z from toys (plain)"][1] == pytest.approx(k / 2000)
+    assert math.isnan(csv["p, Z from toys (importance-sampled)"][1])  # the slot, not run
+    ndof = csv["fitted ndof (χ² with a point mass at t = 0)"]
+    assert ndof[1] == pytest.approx(8.0, abs=0.5) and ndof[2] == "2000"
+    assert math.isnan(csv["Z local / global (look-elsewhere)"][1])  # no fit.scan
+    text = tab.to_text()
+    assert "paper 41.4" in text and "not run" in text
+    # without a reference t the table is at the study's test.observed, and no toy of 2000
+    # exceeds 41.4: Z is a lower limit
+    paper = {r[0]: r for r in significance_paper_table(ds).csv_rows}
+    assert paper["p, Z from toys (plain)"][2] == "0/2000"
+    assert "> " in significance_paper_table(ds).to_text()
+    assert p_to_z(chi2_pvalue(41.4, 8)) == pytest.approx(4.78, abs=0.01)
+
+
+def test_paper_table_of_a_jp_rejection_has_no_look_elsewhere_row():
+    t = stats.chi2.rvs(1, size=400, random_state=np.random.default_rng(4)) - 0.5
+    tab = significance_paper_table(_store(t, "jp_rejection", 1, 18.6))
+    names = [r[0] for r in tab.csv_rows]
+    assert "p, Z from χ²(ndof = 1)" in names
+    assert not any("look-elsewhere" in n for n in names)
+    assert tab.title.startswith("Rejection of h0")

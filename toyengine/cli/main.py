@@ -96,7 +96,7 @@ def _reading(store: str, storage_options: dict | None = None) -> Iterator[None]:
 def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     import numpy as np
 
-    from ..core.fit import FitStatus
+    from ..core.status import FitStatus
     from ..store import StoreInfo
     from ..store.results import check_store, open_checked_store
 

@@ -19,6 +19,7 @@ import numpy as np
 from iminuit import Minuit
 
 from . import newton
+from .likelihood import Likelihood, ValueOnly, as_likelihood
 from .params import ParameterSet
 from .status import FailReason, FitStatus
 
@@ -193,26 +194,15 @@ class ProfileStarts:
 _PROFILE_TOL = 1.0
 
 
-class _Plain:
-    """``nll`` without its analytic gradient: a profile fit floats few parameters, for
-    which numerical derivatives (two calls each) are cheaper than a full gradient."""
-
-    def __init__(self, nll: Callable[[np.ndarray], float]) -> None:
-        self.nll = nll
-
-    def __call__(self, x: np.ndarray) -> float:
-        return self.nll(x)
-
-
 def _profile_objective(nll: Callable[[np.ndarray], float],
                        params: ParameterSet) -> Callable[[np.ndarray], float]:
     """What a profile fit over the free parameters of ``params`` minimises: the likelihood's
     own restriction to them with an exact gradient and Hessian (``nll.restricted(free)``,
     e.g. :meth:`toyengine.core.dalitz.DalitzNLL.restricted`, then a Newton fit) where it
-    offers one, else ``nll`` with numerical derivatives (:class:`_Plain`)."""
-    restrict = getattr(nll, "restricted", None)
-    obj = restrict(params.free_mask) if restrict is not None else None
-    return obj if obj is not None else _Plain(nll)
+    offers one, else ``nll`` with numerical derivatives
+    (:class:`~toyengine.core.likelihood.ValueOnly`)."""
+    obj = as_likelihood(nll).restricted(params.free_mask)
+    return obj if obj is not None else ValueOnly(nll)
 
 
 def scan_grid(params: ParameterSet, names: Sequence[str],
@@ -301,8 +291,9 @@ class _Objective:
     errordef = Minuit.LIKELIHOOD
 
     def __init__(self, hessian: str) -> None:
-        self.target: Callable[[np.ndarray], float] | None = None
-        self._hessian = hessian  # the target's method that MIGRAD gets as its Hessian
+        self.target: Likelihood | None = None
+        # the target's method that MIGRAD gets as its Hessian
+        self._expected = hessian == "expected_hessian"
 
     def __call__(self, x: np.ndarray) -> float:
         return self.target(x)  # type: ignore[misc]
@@ -311,7 +302,9 @@ class _Objective:
         return self.target.grad(x)  # type: ignore[union-attr]
 
     def hessian(self, x: np.ndarray) -> np.ndarray:
-        return getattr(self.target, self._hessian)(x)
+        if self._expected:
+            return self.target.expected_hessian(x)  # type: ignore[union-attr]
+        return self.target.hessian(x)  # type: ignore[union-attr]
 
     def g2(self, x: np.ndarray) -> np.ndarray:
         # iminuit (2.33) calls ``g2`` where it needs second derivatives without the full
@@ -325,7 +318,7 @@ _MINUITS = threading.local()
 _MAX_MINUITS = 16
 
 
-def _seed_hessian(nll: Callable[[np.ndarray], float], hesse: bool,
+def _seed_hessian(nll: Likelihood, hesse: bool,
                   use_hessian: bool = True) -> str | None:
     """The method of ``nll`` that MIGRAD gets as its Hessian, if any: the exact
     ``hessian`` (MIGRAD's seed and HESSE), else, when no errors are asked for (``hesse``
@@ -333,16 +326,16 @@ def _seed_hessian(nll: Callable[[np.ndarray], float], hesse: bool,
     :meth:`toyengine.core.dalitz.DalitzNLL.expected_hessian`) as the seed of MIGRAD's
     metric only. Either replaces the seed's numerical second derivatives (two calls per
     free parameter and cycle). Needs an analytic ``grad``."""
-    if not use_hessian or getattr(nll, "grad", None) is None:
+    if not use_hessian or not nll.has_grad:
         return None
-    if getattr(nll, "hessian", None) is not None:
+    if nll.has_hessian:
         return "hessian"
-    if not hesse and getattr(nll, "expected_hessian", None) is not None:
+    if not hesse and nll.has_expected_hessian:
         return "expected_hessian"
     return None
 
 
-def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
+def _minuit_for(nll: Likelihood, params: ParameterSet,
                 hessian: str | None) -> Minuit:
     """A Minuit object for ``params`` bound to ``nll``, in its initial state.
 
@@ -352,7 +345,7 @@ def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
     ``hessian`` (:func:`_seed_hessian`) that method of ``nll`` seeds MIGRAD's metric and,
     if it is the exact ``hessian``, replaces HESSE's numerical second derivatives.
     """
-    has_grad = getattr(nll, "grad", None) is not None
+    has_grad = nll.has_grad
     cache = getattr(_MINUITS, "cache", None)
     if cache is None:
         cache = _MINUITS.cache = {}
@@ -383,8 +376,8 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     whenever Newton does not reach a valid interior minimum; the calls Newton spent are
     then added to MIGRAD's ``nfcn``."""
     spent, reason = 0, ""
-    if (not minos and getattr(nll, "grad", None) is not None
-            and getattr(nll, "hessian", None) is not None):
+    nll = as_likelihood(nll)
+    if not minos and nll.has_grad and nll.has_hessian:
         newton = _newton_fit(nll, params, x0, tol, hesse)
         if newton.valid:
             return newton
@@ -396,7 +389,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     return res
 
 
-def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
+def _newton_fit(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
                 tol: float | None, hesse: bool) -> FitResult:
     """Trust-region Newton with the analytic gradient and Hessian (:func:`newton.minimize`)
     to MIGRAD's convergence criterion; the covariance is the inverse of the analytic
@@ -406,6 +399,7 @@ def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     MIGRAD) when it does not converge, the Hessian is not positive definite, or a free
     parameter ends within ``LIMIT_TOLERANCE`` steps of a limit (where the refit at the
     limit, :func:`_refit_at_limits`, takes over after MIGRAD, as before)."""
+    nll = as_likelihood(nll)
     t0 = time.perf_counter()
     free = params.free_mask
     lower, upper, scale = params.limit_arrays
@@ -447,9 +441,10 @@ def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
         time=time.perf_counter() - t0, message="" if valid else f"Newton: {r.message}")
 
 
-def _migrad_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
+def _migrad_fit(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
                 minos: bool, strategy: int | None, tol: float | None,
                 hesse: bool = True) -> FitResult:
+    nll = as_likelihood(nll)
     res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
     if res.status == FitStatus.EXCEPTION and _seed_hessian(nll, hesse) is not None:
         # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
@@ -458,15 +453,14 @@ def _migrad_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     return res
 
 
-def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
+def _single_fit_with(nll: Likelihood, params: ParameterSet,
                      x0: np.ndarray, minos: bool, strategy: int | None, tol: float | None,
                      hesse: bool, use_hessian: bool) -> FitResult:
     t0 = time.perf_counter()
-    grad = getattr(nll, "grad", None)
     if strategy is None:
         # with an analytic gradient MIGRAD needs no numerical second derivatives to
         # converge (strategy 0: ~3x fewer calls); HESSE then gives the full covariance
-        strategy = 0 if grad is not None else 1
+        strategy = 0 if nll.has_grad else 1
     m = None
     try:
         with warnings.catch_warnings():
@@ -611,6 +605,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         (``fixed_flat``; the calls of both in ``nfcn``).
     """
     t0 = time.perf_counter()
+    nll = as_likelihood(nll)
     results = []
     total_nfcn = 0
     points = _start_points(params, max(int(starts), 1), rng, scan)

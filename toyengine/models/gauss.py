@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.likelihood import Likelihood
 from ..core.params import Parameter, ParameterSet
 from ..errors import ModelError
 from .options import BuilderOptions, Field, FiniteFloat
@@ -38,8 +39,10 @@ class GaussOptions(BuilderOptions):
     sigma: FiniteFloat = Field(1.0, gt=0, description="generated width")
 
 
-class _GaussNLL:
+class _GaussNLL(Likelihood):
     """``-ln L`` of one sample as a function of the full parameter vector (mu, sigma)."""
+
+    has_grad = True
 
     def __init__(self, x: np.ndarray, weights: np.ndarray | None = None):
         if weights is None:
@@ -54,13 +57,18 @@ class _GaussNLL:
             self.n = float(np.sum(w))
             self.s1 = float(w @ x)
             self.s2 = float(w @ (x * x))
+        self.weights = None if weights is None else w
 
-    def __call__(self, p: np.ndarray) -> float:
+    @property
+    def ndata(self) -> float:
+        return float(self.n)
+
+    def _call(self, p: np.ndarray) -> float:
         mu, sigma = float(p[0]), float(p[1])
         q = self.s2 - 2.0 * mu * self.s1 + self.n * mu * mu
         return q / (2.0 * sigma * sigma) + self.n * math.log(sigma)
 
-    def grad(self, p: np.ndarray) -> np.ndarray:
+    def _grad(self, p: np.ndarray) -> np.ndarray:
         mu, sigma = float(p[0]), float(p[1])
         q = self.s2 - 2.0 * mu * self.s1 + self.n * mu * mu
         return np.array([(self.n * mu - self.s1) / (sigma * sigma),

@@ -71,6 +71,14 @@ class FitResult:
     fixed_flat: tuple[str, ...] = ()
     reason: FailReason = FailReason.NONE
 
+    def at_limit_mask(self, params: ParameterSet) -> np.ndarray:
+        """Which parameters of ``params`` (in their order) ended on a limit: those refitted
+        fixed at a limit (``fixed_at_limit``) and the free ones within ``LIMIT_TOLERANCE``
+        steps of a finite limit (the result store's ``at_limit``)."""
+        near = _at_limits(params, self.values) if self.values.size == len(params) else {}
+        on = set(self.fixed_at_limit) | set(near)
+        return np.array([p.name in on for p in params], dtype=bool)
+
     def value(self, name: str) -> float:
         return float(self.values[self.names.index(name)])
 

@@ -47,9 +47,9 @@ __all__ = ["FORMAT_VERSION", "ChunkProblem", "IncompleteStoreError", "StoreCheck
 
 #: format 3: every object checksummed and bound to its key (done markers hold a digest of
 #: each chunk object, ``state.json`` one of every other object), ``_toyengine/study.json``
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 #: formats this toyengine reads (format 2: done markers with object sizes only)
-READABLE_FORMATS = (2, 3)
+READABLE_FORMATS = (2, 3, 4)
 CHUNK_VARS = ("chunk_variant", "chunk_start", "chunk_stop")
 #: control objects (not zarr nodes): commit record, interrupted-creation and
 #: interrupted-extension records, one done marker per chunk, the lease

@@ -544,6 +544,9 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 a["fail_reason"][i, h] = reason
                 _note_failure(causes, reason, res.message, t, v.name, spec.hypotheses[h])
             a["n_best"][i, h] = res.n_best
+            a["n_starts"][i, h] = res.n_starts
+            a["covar_ok"][i, h] = res.covar_ok
+            a["at_limit"][i, h, cols] = res.at_limit_mask(model.parameters)
             if model.derived_names and res.valid:
                 # derived quantities (e.g. fit fractions): value only, error NaN
                 try:

@@ -22,7 +22,7 @@ Numerics (why it is fast and exact):
   reach the events through the same maps as the shape: they are convolved with it (one
   batched FFT pair) and interpolated at the events with it. The value, the gradient and
   the Hessian of the likelihood are then one compiled pass over the events
-  (:func:`toyengine.core.kernels.nll_terms`, numba; :class:`UnbinnedNLL`).
+  (:func:`toyengine.core.model1d_kernels.nll_terms`, numba; :class:`UnbinnedNLL`).
 """
 
 from __future__ import annotations
@@ -438,7 +438,7 @@ class UnbinnedNLL(Likelihood):
     at the events. Its first and second derivatives in the shape parameters are therefore
     the same maps applied to the derivatives of the shape (convolved together with it, one
     batched FFT pair), and one compiled pass over the events
-    (:func:`toyengine.core.kernels.nll_terms`) gives the value, the gradient and the
+    (:func:`toyengine.core.model1d_kernels.nll_terms`) gives the value, the gradient and the
     Hessian.
     """
 
@@ -527,10 +527,10 @@ class UnbinnedNLL(Likelihood):
 
     def _point(self, x: np.ndarray, order: int) -> _Point:
         """The densities, ``sum_i w_i ln D_i`` and the derivatives up to ``order`` at
-        ``x`` (:func:`toyengine.core.kernels.nll_terms`, plus the constraint terms),
+        ``x`` (:func:`toyengine.core.model1d_kernels.nll_terms`, plus the constraint terms),
         memoised for the last ``x`` (a Hessian brings the gradient and the value at the
         same point for free)."""
-        from .kernels import nll_terms
+        from .model1d_kernels import nll_terms
 
         x = np.asarray(x, dtype=float)
         key = x.tobytes()
@@ -702,8 +702,8 @@ def _inverse_cdf(grid: np.ndarray,
                  table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                  u: np.ndarray) -> np.ndarray:
     """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`
-    (:func:`toyengine.core.kernels.inverse_cdf`)."""
-    from .kernels import inverse_cdf
+    (:func:`toyengine.core.model1d_kernels.inverse_cdf`)."""
+    from .model1d_kernels import inverse_cdf
 
     u = np.asarray(u, dtype=float)
     if u.size == 0:

@@ -25,11 +25,11 @@ import numpy as np
 from annotated_types import Len
 from pydantic import Field, field_validator, model_validator
 
+from ..core.dalitz.dalitz_plot import DalitzKinematics, Vetoes
 from ..core.dalitz.gof import adaptive_chi2
-from ..core.dalitz.kinematics import DalitzKinematics, Vetoes
-from ..core.dalitz.lineshapes import Lineshape
 from ..core.dalitz.maps import SDPHistogram
 from ..core.dalitz.model import Component, DalitzData, DalitzModel, RunSpec
+from ..core.dalitz.resonances import Lineshape
 from ..core.params import Constraint, Parameter, ParameterSet
 from ..errors import ModelError
 from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair

@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import ModelError
 from ..likelihood import Likelihood, NormalConstraint
 from .data import DalitzData
-from .lineshapes import legendre
+from .resonances import legendre
 from .state import _State
 
 if TYPE_CHECKING:

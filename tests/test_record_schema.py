@@ -126,7 +126,7 @@ def test_format_3_store_without_the_new_fields_still_reads(tmp_path, capsys):
 
     from toyengine.cli.main import main
     from toyengine.store import StoreInfo
-    from toyengine.store.results import check_metadata, verify_store
+    from toyengine.store.integrity import check_metadata, verify_store
 
     shutil.unpack_archive(OLD_STORE, tmp_path)
     path = tmp_path / "format3_hello.zarr"

@@ -12,7 +12,8 @@ import xarray as xr
 from toyengine import load_spec, open_results, run_study
 from toyengine.cli import main
 from toyengine.store import StoreInfo
-from toyengine.store.results import check_metadata, open_checked, verify_store
+from toyengine.store.integrity import check_metadata, verify_store
+from toyengine.store.opening import open_checked
 
 ROOT = Path(__file__).parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"

@@ -30,18 +30,17 @@ import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..errors import ClusterError, Interrupted, LeaseLost, StoreError, ToyEngineError
+from ..store.integrity import check_chunks, unmark
 from ..store.lease import Fence, Lease
 from ..store.location import Location, quiet_store_errors, store_access_error, store_writes
+from ..store.opening import checked_group
 from ..store.results import (
     STATE_KEY,
     StoreInfo,
-    check_chunks,
-    checked_group,
     create_store,
     extend_store,
     finish_extension,
     plugin_mismatch,
-    unmark,
     write_chunk,
 )
 from ..study.plan import Chunk, Plan

@@ -215,7 +215,7 @@ def write_report(store: str | Path, output: str | Path | None = None,
     directory for a URL); return its path. A store with chunks missing, damaged or not
     done is refused (:func:`toyengine.open_results`) unless ``allow_incomplete``: then the
     report's first line (an HTML comment) and a banner say which toys are missing."""
-    from ..store.results import open_checked
+    from ..store.opening import open_checked
 
     loc = Location.of(store, storage_options)
     if output:

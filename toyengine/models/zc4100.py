@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self
 
@@ -337,7 +337,6 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     if (opts["smearing"] != "none" or opts["draw_kstar"]) and rng is None:
         msg = "zc4100 model: smearing and draw_kstar need an rng (numpy.random.Generator)"
         raise ModelError(msg)
-    zc_spin = opts["zc_spin"]
     ms = opts["masses"]
     kin = DalitzKinematics(ms["B0"] / 1e3, ms["K+"] / 1e3, ms["pi-"] / 1e3, ms["eta_c"] / 1e3)
     vetoes = Vetoes(d0=(1.845, 1.885) if opts["d0_veto"] else None,
@@ -347,7 +346,7 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
     comps: list[Component] = []
     coef_over = dict(opts["coefficient_values"])
     polar = opts["coefficients"] == "polar"
-    r_kpi, r_ecpi = float(opts["r_kpi"]), float(opts["r_etacpi"])
+    r_kpi = float(opts["r_kpi"])
 
     def coef(name: str, ref: bool = False) -> None:
         re, im = coef_over.get(name, COEFFICIENTS.get(name, (0.1, 0.0)))
@@ -386,8 +385,37 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
 
     kstar("kst892", ref=True)
     kstar("kst1410")
+    sw = opts["swave"]
+    _swave(opts, params, comps, coef, kstar)
+    kstar("kst2_1430")
+    kstar("kst1680")
+    kstar("kst0_1950")
+    for e in opts["extra"]:
+        kstar(e)
+    if sw in ("lass", "rbw"):
+        coef("nr")
+        comps.append(Component("nr", Lineshape("flat", "kpi", 0, r_kpi)))
+    if hyp == "nominal":
+        _zc(opts, params, comps, coef)
+
+    runs = _runs(opts, rng, params)
+
+    model = Zc4100Model(kin, comps, ParameterSet(tuple(params)), runs, vetoes, polar=polar,
+                        grid_options={k: v for k, v in opts["grid"].items() if v is not None},
+                        name=f"zc4100[{hyp}]")
+    model.options = opts  # type: ignore[attr-defined]
+    # the Z_c mass and width exist only with a Z_c: the multi-start covers their range
+    model.scan_parameters = ("m_zc", "w_zc") if hyp == "nominal" else ()
+    return model
+
+
+def _swave(opts: dict[str, Any], params: list[Parameter], comps: list[Component],
+           coef: Callable[..., None], kstar: Callable[..., None]) -> None:
+    """The K+π− S-wave of :func:`build_zc4100` (option ``swave``): its parameters, Gaussian
+    constraints, coefficients and components, appended to ``params`` and ``comps``."""
     lass = opts["lass"]
     sw = opts["swave"]
+    r_kpi = float(opts["r_kpi"])
     if sw in ("lass_split", "lass"):
         mc, wc = lass["m_constraint"], lass["w_constraint"]
         params += [
@@ -428,27 +456,31 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
         comps.append(Component("kst0_1430", Lineshape("rbw", "kpi", 0, r_kpi),
                                ("m_kst0_1430", "w_kst0_1430")))
         kstar("kst0_700")
-    kstar("kst2_1430")
-    kstar("kst1680")
-    kstar("kst0_1950")
-    for e in opts["extra"]:
-        kstar(e)
-    if sw in ("lass", "rbw"):
-        coef("nr")
-        comps.append(Component("nr", Lineshape("flat", "kpi", 0, r_kpi)))
-    if hyp == "nominal":
-        mlo, mhi = (float(v) for v in opts["zc_mass_limits"])
-        wlo, whi = (float(v) for v in opts["zc_width_limits"])
-        params += [
-            Parameter("m_zc", float(opts["zc_mass"]), (mlo, mhi), step=20.0, unit="MeV",
-                      label="m(Zc)"),
-            Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=50.0, unit="MeV",
-                      label="Γ(Zc)"),
-        ]
-        coef("zc")
-        comps.append(Component("zc", Lineshape("rbw", "etacpi", zc_spin, r_ecpi),
-                               ("m_zc", "w_zc")))
 
+
+def _zc(opts: dict[str, Any], params: list[Parameter], comps: list[Component],
+        coef: Callable[..., None]) -> None:
+    """The Zc(4100)− of :func:`build_zc4100`'s ``nominal`` hypothesis: its mass, width,
+    coefficients and component, appended to ``params`` and ``comps``."""
+    zc_spin = opts["zc_spin"]
+    r_ecpi = float(opts["r_etacpi"])
+    mlo, mhi = (float(v) for v in opts["zc_mass_limits"])
+    wlo, whi = (float(v) for v in opts["zc_width_limits"])
+    params += [
+        Parameter("m_zc", float(opts["zc_mass"]), (mlo, mhi), step=20.0, unit="MeV",
+                  label="m(Zc)"),
+        Parameter("w_zc", float(opts["zc_width"]), (wlo, whi), step=50.0, unit="MeV",
+                  label="Γ(Zc)"),
+    ]
+    coef("zc")
+    comps.append(Component("zc", Lineshape("rbw", "etacpi", zc_spin, r_ecpi),
+                           ("m_zc", "w_zc")))
+
+
+def _runs(opts: dict[str, Any], rng: np.random.Generator | None,
+          params: list[Parameter]) -> list[RunSpec]:
+    """The runs of :func:`build_zc4100`: their efficiency and background maps (smeared once
+    each where ``smearing`` asks), and their yield parameters, appended to ``params``."""
     # maps, runs and yields
     maps = _load_maps(opts)
     smear = opts["smearing"]
@@ -483,11 +515,4 @@ def build_zc4100(options: Mapping[str, Any] | None = None,
                                     constraint=None if fixed else Constraint(val, sig), step=sig,
                                     label=f"N_{key}({run})"))
         runs.append(RunSpec(run, eff, f"n_sig_{run}", tuple(bkgs)))
-
-    model = Zc4100Model(kin, comps, ParameterSet(tuple(params)), runs, vetoes, polar=polar,
-                        grid_options={k: v for k, v in opts["grid"].items() if v is not None},
-                        name=f"zc4100[{hyp}]")
-    model.options = opts  # type: ignore[attr-defined]
-    # the Z_c mass and width exist only with a Z_c: the multi-start covers their range
-    model.scan_parameters = ("m_zc", "w_zc") if hyp == "nominal" else ()
-    return model
+    return runs

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 
+from toyengine.core.dalitz.dalitz_plot import DalitzKinematics, Vetoes
 from toyengine.core.dalitz.integration import RowGrid
-from toyengine.core.dalitz.kinematics import DalitzKinematics, Vetoes
 
 KIN = DalitzKinematics()
 MB, MK, MPI, META = KIN.m_parent, KIN.m_k, KIN.m_pi, KIN.m_etac

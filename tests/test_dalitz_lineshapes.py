@@ -13,10 +13,10 @@ import pytest
 from scipy.integrate import quad
 from scipy.special import eval_legendre
 
-from toyengine.core.dalitz.kinematics import DalitzKinematics, Vetoes
-from toyengine.core.dalitz.lineshapes import Lineshape, blatt_weisskopf_d, legendre, zemach_radial
+from toyengine.core.dalitz.dalitz_plot import DalitzKinematics, Vetoes
 from toyengine.core.dalitz.maps import SDPHistogram
 from toyengine.core.dalitz.model import Component, DalitzModel, RunSpec
+from toyengine.core.dalitz.resonances import Lineshape, blatt_weisskopf_d, legendre, zemach_radial
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.errors import ModelError
 from toyengine.models.zc4100 import build_zc4100

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from toyengine.core.dalitz import DalitzData, RunSample, adaptive_chi2
+from toyengine.core.dalitz.dalitz_plot import DalitzKinematics, Vetoes
 from toyengine.core.dalitz.integration import RowGrid, refined_row_points
-from toyengine.core.dalitz.kinematics import DalitzKinematics, Vetoes
-from toyengine.core.dalitz.lineshapes import Lineshape
 from toyengine.core.dalitz.maps import SDPHistogram
 from toyengine.core.dalitz.model import Component, DalitzModel, RunSpec
+from toyengine.core.dalitz.resonances import Lineshape
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.errors import ModelError
 from toyengine.models.zc4100 import build_zc4100

@@ -411,7 +411,7 @@ def test_nll_gradient_of_convolved_and_plain_shapes_matches_differences(weighted
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_nll_terms_of_several_parametric_and_linear_components_match_differences(weighted):
-    """The compiled likelihood pass (:func:`toyengine.core.kernels.nll_terms`) with two
+    """The compiled likelihood pass (:func:`toyengine.core.model1d_kernels.nll_terms`) with two
     parametric components (a Breit–Wigner convolved with the resolution and one that is
     not, their grid rows stacked), two linear ones (convolved Φ2 × polynomial and plain
     Φ3 × polynomial, their bases stacked), a Gaussian constraint and optional event

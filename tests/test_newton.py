@@ -110,6 +110,9 @@ def test_fit_falls_back_to_migrad_at_a_limit():
     # MIGRAD ends on the limit, the refit fixes a there: the conditional minimum in (b, c)
     assert res.fixed_at_limit == ("a",) and res.at_limit and res.valid
     assert res.value("a") == 0.5
+    # what the store records per parameter (``at_limit``): a only
+    np.testing.assert_array_equal(res.at_limit_mask(params), [True, False, False])
+    assert res.covar_ok and res.n_starts == 1
     b = A[1:, 1:]
     expect = M[1:] - np.linalg.solve(b, A[1:, 0] * (0.5 - M[0]))
     np.testing.assert_allclose(res.values[1:], expect, atol=2e-3)

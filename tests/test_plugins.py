@@ -376,7 +376,7 @@ def test_worker_with_other_plugin_code_refuses(importable):
     """What each worker checks before any toy (``check_workers_import``): the study's
     plug-in modules are allowed there because the client validated them, and the code
     must be the client's; other code is one line naming the module."""
-    from toyengine.run.runner import _try_builders
+    from toyengine.run.client import _try_builders
 
     src = dict([toyengine.models.plugin_source("expgauss:build")])
     assert _try_builders(["expgauss:build"], src) is None  # not allowed here, but shipped

@@ -102,3 +102,48 @@ def test_store_and_synthetic_datasets_carry_every_field(tmp_path):
         # nothing written yet: every toy reads as the fill value
         assert _is_fill(ds[f.name].values, f), f.name
     assert "scan_t" not in ds and "scan_t" not in synthetic
+
+
+def test_new_fields_record_what_the_fitter_knew():
+    """``at_limit``, ``covar_ok`` and ``n_starts`` of a chunk are those of its fits."""
+    plan = Plan.of(load_spec(STUDY).with_overrides(toys=2))
+    res = run_chunk(plan, Chunk(0, 0, 0, 2))
+    a = res.arrays
+    fitted = a["status"] != 0
+    assert fitted.all()
+    assert (a["n_starts"][fitted] >= 1).all() and (a["n_starts"][~fitted] == 0).all()
+    # a valid fit with HESSE run has its covariance
+    np.testing.assert_array_equal(a["covar_ok"], a["valid"] & (a["status"] == 1))
+    assert a["at_limit"].dtype == bool
+
+
+OLD_STORE = ROOT / "tests" / "data" / "old_stores" / "format3_hello.zip"
+
+
+def test_format_3_store_without_the_new_fields_still_reads(tmp_path, capsys):
+    """A store written by the version before ``at_limit``/``covar_ok``/``n_starts`` (format 3;
+    ``tests/data/old_stores/format3_hello.zip``: ``studies/examples/hello.yaml`` with 4 toys,
+    made by that version with ``create_store``, ``run_chunk`` and ``write_chunk``) opens,
+    verifies, summarises and resumes without them."""
+    import shutil
+
+    from toyengine.cli.main import main
+    from toyengine.store import StoreInfo
+    from toyengine.store.integrity import check_metadata, verify_store
+
+    shutil.unpack_archive(OLD_STORE, tmp_path)
+    path = tmp_path / "format3_hello.zarr"
+    info = StoreInfo(path)
+    assert info.format_version == 3 and info.done().all()
+    assert not {"at_limit", "covar_ok", "n_starts"} & set(info.toy_vars)
+    assert verify_store(info) == [] and check_metadata(info) == []
+    ds = open_results(path)
+    assert "at_limit" not in ds and int((ds["status"] == 1).sum()) == 4
+    assert main(["summary", str(path)]) == 0
+    assert capsys.readouterr().out.startswith("toyengine summary")
+    # a resume (here: an extension by 2 toys) writes the old store's variables only
+    assert main(["run", str(ROOT / "studies" / "examples" / "hello.yaml"), "--store",
+                 str(path), "--toys", "6", "--workers", "1"]) == 0
+    ds = open_results(path)
+    assert ds.sizes["toy"] == 6 and int((ds["status"] == 1).sum()) == 6
+    assert "at_limit" not in ds and StoreInfo(path).format_version == 3

@@ -12,7 +12,8 @@ import xarray as xr
 from toyengine import load_spec, open_results, run_study
 from toyengine.cli import main
 from toyengine.store import StoreInfo
-from toyengine.store.results import check_metadata, open_checked, verify_store
+from toyengine.store.integrity import check_metadata, verify_store
+from toyengine.store.opening import open_checked
 
 ROOT = Path(__file__).parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
@@ -126,7 +127,8 @@ def test_status_of_complete_store(reference, capsys):
 
 #: per-toy arrays of the hello study (the record fields it has)
 TOY_ARRAYS = ("value", "error", "minos_lower", "minos_upper", "nll", "valid", "edm", "nfcn",
-              "fit_time", "status", "fail_reason", "gof", "n_best", "global_obs", "n_events")
+              "fit_time", "status", "fail_reason", "gof", "n_best", "at_limit", "covar_ok",
+              "n_starts", "global_obs", "n_events")
 #: study-level arrays and coordinates with a chunk object
 STATIC_ARRAYS = ("truth", "reference", "toy", "hypothesis", "param", "param_label",
                  "variant_name", "variant_group", "chunk_start", "chunk_stop")

@@ -171,7 +171,7 @@ def test_old_store_without_fail_reason_still_reads(tmp_path, cli):
     :func:`_as_format_2_without_fail_reason`) opens, verifies, and its summary and status
     work."""
     from toyengine.store import StoreInfo, create_store, open_results, write_chunk
-    from toyengine.store.results import check_metadata, verify_store
+    from toyengine.store.integrity import check_metadata, verify_store
     from toyengine.study.plan import Plan
     from toyengine.study.recipe import run_chunk
     from toyengine.study.spec import load_spec

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from toyengine.core.unitarised.profile import (
+from toyengine.core.unitarised import (
     CHANNEL_NAMES,
     Quadrature,
     TccConstants,

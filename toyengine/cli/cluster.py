@@ -102,7 +102,8 @@ def _cmd_make_certs(args: argparse.Namespace) -> int:
 def _cmd_config(args: argparse.Namespace) -> int:
     import yaml
 
-    from ..run.cluster import DEFAULTS_FILE, _settings_as_dict, profile_config, resolve_settings
+    from ..run.cluster import DEFAULTS_FILE, profile_config, resolve_settings
+    from ..run.cluster_settings import _settings_as_dict
 
     with profile_config(args.profile):
         s = resolve_settings(args.cluster)

@@ -80,7 +80,7 @@ def _reading(store: str, storage_options: dict | None = None) -> Iterator[None]:
     except ToyEngineError:
         raise
     except Exception as exc:
-        from ..store.results import find_unreadable_chunk
+        from ..store.repair import find_unreadable_chunk
 
         try:
             bad = find_unreadable_chunk(store, storage_options)
@@ -97,9 +97,10 @@ def _reading(store: str, storage_options: dict | None = None) -> Iterator[None]:
 def _store_status(store: str, storage_options: dict) -> dict[str, object]:
     import numpy as np
 
-    from ..core.fit import FitStatus
+    from ..core.status import FitStatus
     from ..store import StoreInfo
-    from ..store.results import check_store, open_checked_store
+    from ..store.integrity import check_store
+    from ..store.opening import open_checked_store
 
     info = StoreInfo(store, storage_options=storage_options)
     chk = check_store(info)
@@ -180,9 +181,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from ..store import StoreInfo, unmark, verify_store
+    from ..store.integrity import check_metadata
     from ..store.lease import Lease
     from ..store.location import Location
-    from ..store.results import check_metadata, repair_store
+    from ..store.repair import repair_store
 
     loc = Location.of(args.store, _storage_options(args))
     if args.repair:
@@ -253,7 +255,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from ..store.results import open_checked
+    from ..store.opening import open_checked
 
     opts = _storage_options(args)
     with _reading(args.store, opts):
@@ -316,7 +318,7 @@ def _summary(ds: Any, args: argparse.Namespace, verify_unread: Callable[[], None
 def _cmd_plot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..store.results import open_checked
+    from ..store.opening import open_checked
     from ..summary import write_plots
 
     default = str(args.store).rstrip("/").rsplit("/", 1)[-1] + "_plots"
@@ -404,7 +406,8 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
     src = Path(args.source)
     if src.is_dir():
-        from ..store.results import StoreInfo, require_complete
+        from ..store.integrity import require_complete
+        from ..store.results import StoreInfo
 
         chk = require_complete(StoreInfo(src), args.allow_incomplete)
         if not chk.complete:

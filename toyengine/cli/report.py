@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.location import Location
-from ..store.results import open_checked
+from ..store.opening import open_checked
 from ..store.status import read_status
 from ..summary.html import render_html
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
+from .likelihood import as_likelihood
 from .sweights import SPlot, WeightedCovariance, fit_yields, splot, weighted_covariance
 
 __all__ = [
@@ -184,10 +185,10 @@ def independence_check(sample: DiscriminatedSample) -> dict[tuple[int, int], flo
 
 
 def _free_hessian(nll: object, x: np.ndarray, free: Sequence[int]) -> np.ndarray | None:
-    hess = getattr(nll, "hessian", None)
-    if hess is None:
+    lik = as_likelihood(nll)
+    if not lik.has_hessian:
         return None
-    h = np.asarray(hess(x), dtype=float)
+    h = np.asarray(lik.hessian(x), dtype=float)
     return h[np.ix_(free, free)]
 
 

@@ -8,135 +8,24 @@ exception.
 
 from __future__ import annotations
 
-import enum
 import math
-import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-from iminuit import Minuit
 
-from . import newton
+from .fitresult import LIMIT_TOLERANCE as LIMIT_TOLERANCE
+from .fitresult import FitResult, _at_limits
+from .likelihood import ValueOnly, as_likelihood
+from .minimize import _migrad_fit as _migrad_fit
+from .minimize import _newton_fit as _newton_fit
+from .minimize import _single_fit
 from .params import ParameterSet
+from .status import FailReason, FitStatus
 
 __all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
            "line_grid", "scan_grid"]
-
-
-class FitStatus(enum.IntEnum):
-    """What became of one fit; stored as ``int8`` in the result store's ``status``.
-
-    ``NOT_RUN`` (0) is the fill value of a toy not yet run; ``VALID`` (1) a minimum that
-    iminuit accepts (``FunctionMinimum.is_valid``, with a positive-definite HESSE matrix);
-    ``INVALID`` (2) a fit that ran and did not converge; ``EXCEPTION`` (3) a generator,
-    model or minimiser that raised (the message is issued as a warning).
-    """
-
-    NOT_RUN = 0
-    VALID = 1
-    INVALID = 2
-    EXCEPTION = 3
-
-
-class FailReason(enum.IntEnum):
-    """Why a fit failed; stored as ``int8`` in the result store's ``fail_reason``.
-
-    ``NONE`` (0) for a valid fit or one not run; ``GENERATION`` (1) the toy's generation
-    raised; ``EXCEPTION`` (2) the model's likelihood or the minimiser raised; ``NOT_FINITE``
-    (3) −ln L not finite at the minimum; ``NOT_POSDEF`` (4) MIGRAD converged but the HESSE
-    covariance is not positive definite; ``CALL_LIMIT`` (5) MIGRAD's call limit;
-    ``EDM`` (6) the estimated distance to the minimum stayed above tolerance; ``OTHER`` (7).
-    """
-
-    NONE = 0
-    GENERATION = 1
-    EXCEPTION = 2
-    NOT_FINITE = 3
-    NOT_POSDEF = 4
-    CALL_LIMIT = 5
-    EDM = 6
-    OTHER = 7
-
-    @property
-    def text(self) -> str:
-        """A short phrase for reports."""
-        return _REASON_TEXT[self]
-
-
-_REASON_TEXT = {
-    FailReason.NONE: "none", FailReason.GENERATION: "generation raised",
-    FailReason.EXCEPTION: "likelihood or fitter raised", FailReason.NOT_FINITE: "−ln L not finite",
-    FailReason.NOT_POSDEF: "covariance not positive definite",
-    FailReason.CALL_LIMIT: "call limit reached", FailReason.EDM: "EDM above tolerance",
-    FailReason.OTHER: "not converged"}
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """Flat, picklable record of one fit.
-
-    ``values``/``errors`` follow ``names`` (all parameters, fixed ones included; the error
-    of a fixed parameter is NaN). ``covariance`` is over ``free_names``. ``minos_lower`` is
-    negative, ``minos_upper`` positive; both NaN when MINOS was not run. ``n_starts`` is the
-    number of starting points tried and ``n_best`` how many of them reached the best minimum
-    (within :data:`SAME_MINIMUM`); ``fixed_at_limit`` names the parameters that ended on a
-    limit and were refitted fixed there (their error is NaN); ``reason`` why an invalid
-    fit failed (:class:`FailReason`, its ``message`` the exception's type and text where
-    one was raised); ``fixed_flat`` those on
-    which the likelihood did not depend once a parameter was fixed at zero (the shape
-    parameters of a signal whose yield is zero, :func:`flat_parameters`): fixed at their
-    nominal values for that fit (error NaN). ``nfcn`` counts the
-    likelihood calls: of ``nll`` alone after MIGRAD, of ``nll``, its gradient and its Hessian
-    together after a Newton fit (plus those of a Newton fit that fell back to MIGRAD). The
-    ``errors`` of a Newton fit are ``sqrt(diag(covariance))``; those of MIGRAD + HESSE are
-    iminuit's, which for a parameter near a limit map the internal error through the limit
-    transformation instead.
-    """
-
-    names: tuple[str, ...]
-    values: np.ndarray
-    errors: np.ndarray
-    free_names: tuple[str, ...]
-    covariance: np.ndarray
-    nll: float
-    valid: bool
-    status: FitStatus
-    edm: float
-    nfcn: int
-    at_limit: bool
-    covar_ok: bool
-    time: float
-    minos_lower: np.ndarray = field(default_factory=lambda: np.empty(0))
-    minos_upper: np.ndarray = field(default_factory=lambda: np.empty(0))
-    message: str = ""
-    n_starts: int = 1
-    n_best: int = 1
-    fixed_at_limit: tuple[str, ...] = ()
-    fixed_flat: tuple[str, ...] = ()
-    reason: FailReason = FailReason.NONE
-
-    def value(self, name: str) -> float:
-        return float(self.values[self.names.index(name)])
-
-    def error(self, name: str) -> float:
-        return float(self.errors[self.names.index(name)])
-
-    def as_dict(self) -> dict[str, float]:
-        return dict(zip(self.names, (float(v) for v in self.values), strict=True))
-
-    @classmethod
-    def failed(cls, params: ParameterSet, message: str, elapsed: float = 0.0,
-               nfcn: int = 0) -> FitResult:
-        n = len(params)
-        nf = len(params.free_names)
-        nan = np.full(n, np.nan)
-        return cls(params.names, nan.copy(), nan.copy(), params.free_names,
-                   np.full((nf, nf), np.nan), math.nan, False, FitStatus.EXCEPTION, math.nan,
-                   nfcn, False, False, elapsed, nan.copy(), nan.copy(), message,
-                   reason=FailReason.EXCEPTION)
 
 
 def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
@@ -248,26 +137,15 @@ class ProfileStarts:
 _PROFILE_TOL = 1.0
 
 
-class _Plain:
-    """``nll`` without its analytic gradient: a profile fit floats few parameters, for
-    which numerical derivatives (two calls each) are cheaper than a full gradient."""
-
-    def __init__(self, nll: Callable[[np.ndarray], float]) -> None:
-        self.nll = nll
-
-    def __call__(self, x: np.ndarray) -> float:
-        return self.nll(x)
-
-
 def _profile_objective(nll: Callable[[np.ndarray], float],
                        params: ParameterSet) -> Callable[[np.ndarray], float]:
     """What a profile fit over the free parameters of ``params`` minimises: the likelihood's
     own restriction to them with an exact gradient and Hessian (``nll.restricted(free)``,
     e.g. :meth:`toyengine.core.dalitz.DalitzNLL.restricted`, then a Newton fit) where it
-    offers one, else ``nll`` with numerical derivatives (:class:`_Plain`)."""
-    restrict = getattr(nll, "restricted", None)
-    obj = restrict(params.free_mask) if restrict is not None else None
-    return obj if obj is not None else _Plain(nll)
+    offers one, else ``nll`` with numerical derivatives
+    (:class:`~toyengine.core.likelihood.ValueOnly`)."""
+    obj = as_likelihood(nll).restricted(params.free_mask)
+    return obj if obj is not None else ValueOnly(nll)
 
 
 def scan_grid(params: ParameterSet, names: Sequence[str],
@@ -383,275 +261,6 @@ def _grid_minima(z: np.ndarray) -> list[int]:
     return [int(k) for k in np.flatnonzero(lowest.ravel())]
 
 
-#: iminuit's default EDM tolerance factor (``Minuit.tol``)
-_DEFAULT_TOL = 0.1
-
-
-class _Objective:
-    """The callable a reused :class:`~iminuit.Minuit` holds: it forwards to the current NLL
-    (and its ``grad``/``hessian``), so one Minuit object serves every fit of a chunk that
-    has the same parameters."""
-
-    errordef = Minuit.LIKELIHOOD
-
-    def __init__(self, hessian: str) -> None:
-        self.target: Callable[[np.ndarray], float] | None = None
-        self._hessian = hessian  # the target's method that MIGRAD gets as its Hessian
-
-    def __call__(self, x: np.ndarray) -> float:
-        return self.target(x)  # type: ignore[misc]
-
-    def grad(self, x: np.ndarray) -> np.ndarray:
-        return self.target.grad(x)  # type: ignore[union-attr]
-
-    def hessian(self, x: np.ndarray) -> np.ndarray:
-        return getattr(self.target, self._hessian)(x)
-
-    def g2(self, x: np.ndarray) -> np.ndarray:
-        # iminuit (2.33) calls ``g2`` where it needs second derivatives without the full
-        # matrix, even when it has a Hessian ("hessian overrides g2" warns otherwise),
-        # and raises TypeError inside MIGRAD if there is none
-        return np.diag(self.hessian(x)).copy()
-
-
-#: per thread (Dask workers run tasks in threads): Minuit objects by parameter set
-_MINUITS = threading.local()
-_MAX_MINUITS = 16
-
-
-def _seed_hessian(nll: Callable[[np.ndarray], float], hesse: bool,
-                  use_hessian: bool = True) -> str | None:
-    """The method of ``nll`` that MIGRAD gets as its Hessian, if any: the exact
-    ``hessian`` (MIGRAD's seed and HESSE), else, when no errors are asked for (``hesse``
-    false), the ``expected_hessian`` (the Fisher information, e.g.
-    :meth:`toyengine.core.dalitz.DalitzNLL.expected_hessian`) as the seed of MIGRAD's
-    metric only. Either replaces the seed's numerical second derivatives (two calls per
-    free parameter and cycle). Needs an analytic ``grad``."""
-    if not use_hessian or getattr(nll, "grad", None) is None:
-        return None
-    if getattr(nll, "hessian", None) is not None:
-        return "hessian"
-    if not hesse and getattr(nll, "expected_hessian", None) is not None:
-        return "expected_hessian"
-    return None
-
-
-def _minuit_for(nll: Callable[[np.ndarray], float], params: ParameterSet,
-                hessian: str | None) -> Minuit:
-    """A Minuit object for ``params`` bound to ``nll``, in its initial state.
-
-    Building one costs ~0.2 ms (more than a T_cc+ NLL call), so it is kept per thread and
-    parameter set and :meth:`~iminuit.Minuit.reset` between fits. Limits, fixed flags and
-    steps come from ``params`` once; the start values are set by the caller. With
-    ``hessian`` (:func:`_seed_hessian`) that method of ``nll`` seeds MIGRAD's metric and,
-    if it is the exact ``hessian``, replaces HESSE's numerical second derivatives.
-    """
-    has_grad = getattr(nll, "grad", None) is not None
-    cache = getattr(_MINUITS, "cache", None)
-    if cache is None:
-        cache = _MINUITS.cache = {}
-    key = (params, has_grad, hessian)
-    hit = cache.get(key)
-    if hit is None:
-        if len(cache) >= _MAX_MINUITS:
-            cache.clear()
-        obj = _Objective(hessian or "hessian")
-        m = Minuit(obj, params.values, grad=obj.grad if has_grad else False,
-                   g2=obj.g2 if hessian else False,
-                   hessian=obj.hessian if hessian else False, name=params.names)
-        m.errordef = Minuit.LIKELIHOOD
-        # -1: no Minuit2 messages at all. At 0 its C++ code still writes states MIGRAD
-        # recovers from ("E VariableMetricBuilder Initial matrix not pos.def.") to stdout,
-        # where they corrupt a command's JSON or CSV output; the fit status and
-        # fail_reason say what happened. (Process-wide: Minuit2 has one print level.)
-        m.print_level = -1
-        params.to_minuit(m)
-        hit = cache[key] = (m, obj)
-    m, obj = hit
-    obj.target = nll
-    m.reset()
-    return m
-
-
-def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
-                minos: bool, strategy: int | None, tol: float | None,
-                hesse: bool = True) -> FitResult:
-    """One fit from ``x0``: Newton (:func:`_newton_fit`) when ``nll`` has an analytic
-    ``grad`` and ``hessian`` and no MINOS is asked for (started at
-    ``nll.closed_form_minimum(x0, free_mask)`` where the likelihood has closed-form
-    estimates and that returns a point), MIGRAD (+ HESSE) otherwise and
-    whenever Newton does not reach a valid interior minimum; the calls Newton spent are
-    then added to MIGRAD's ``nfcn``."""
-    spent, reason = 0, ""
-    if (not minos and getattr(nll, "grad", None) is not None
-            and getattr(nll, "hessian", None) is not None):
-        exact = getattr(nll, "closed_form_minimum", None)
-        if exact is not None:  # a likelihood with closed-form estimates: Newton starts
-            found = exact(x0, params.free_mask)  # at the minimum and stops at once
-            if found is not None:
-                x0 = np.asarray(found, dtype=float)
-        newton = _newton_fit(nll, params, x0, tol, hesse)
-        if newton.valid:
-            return newton
-        spent, reason = newton.nfcn, newton.message
-    res = _migrad_fit(nll, params, x0, minos, strategy, tol, hesse)
-    if spent:
-        res = FitResult(**{**res.__dict__, "nfcn": res.nfcn + spent,
-                           "message": "; ".join(filter(None, (reason, res.message)))})
-    return res
-
-
-def _newton_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
-                tol: float | None, hesse: bool) -> FitResult:
-    """Trust-region Newton with the analytic gradient and Hessian (:func:`newton.minimize`)
-    to MIGRAD's convergence criterion; the covariance is the inverse of the analytic
-    Hessian over the free parameters at the minimum (what HESSE gives with an analytic
-    Hessian: the −ln L curvature, errordef 0.5). ``nfcn`` counts the calls of ``nll``,
-    its ``grad`` and its ``hessian`` together. ``valid=False`` (the caller then runs
-    MIGRAD) when it does not converge, the Hessian is not positive definite, or a free
-    parameter ends within ``LIMIT_TOLERANCE`` steps of a limit (where the refit at the
-    limit, :func:`_refit_at_limits`, takes over after MIGRAD, as before)."""
-    t0 = time.perf_counter()
-    free = params.free_mask
-    lower, upper, scale = params.limit_arrays
-    errordef = Minuit.LIKELIHOOD  # as the MIGRAD path: every NLL here is a −ln L
-    try:
-        with np.errstate(all="ignore"):
-            r = newton.minimize(nll, nll.grad, nll.hessian, x0, free, lower, upper, scale,
-                                newton.edm_threshold(_DEFAULT_TOL if tol is None else tol,
-                                                     errordef))
-    except Exception as exc:
-        return FitResult.failed(params, f"Newton: {type(exc).__name__}: {exc}",
-                                time.perf_counter() - t0)
-    nf = int(free.sum())
-    cov = np.full((nf, nf), np.nan)
-    valid = r.converged and math.isfinite(r.fval) and not _at_limits(params, r.x)
-    if valid:
-        try:
-            inv_chol = np.linalg.inv(np.linalg.cholesky(r.hessian))
-            cov = 2.0 * errordef * (inv_chol.T @ inv_chol)
-        except np.linalg.LinAlgError:
-            valid = False
-    errors = np.full(len(params), np.nan)
-    at_limit = False
-    if valid:
-        # iminuit's flag (``FMin.has_parameters_at_limit``): a bounded parameter within
-        # half its error of a limit
-        err = np.sqrt(np.diag(cov))
-        v = r.x[free]
-        at_limit = bool(np.any(np.minimum(v - lower[free], upper[free] - v) < 0.5 * err))
-        if hesse:
-            errors[free] = err
-    if not (hesse and valid):  # as after MIGRAD without HESSE: no errors to record
-        cov = np.full((nf, nf), np.nan)
-    return FitResult(
-        names=params.names, values=np.array(r.x, dtype=float), errors=errors,
-        free_names=params.free_names, covariance=cov, nll=float(r.fval), valid=valid,
-        status=FitStatus.VALID if valid else FitStatus.INVALID, edm=float(r.edm),
-        nfcn=r.ncalls, at_limit=at_limit, covar_ok=hesse and valid,
-        time=time.perf_counter() - t0, message="" if valid else f"Newton: {r.message}")
-
-
-def _migrad_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
-                minos: bool, strategy: int | None, tol: float | None,
-                hesse: bool = True) -> FitResult:
-    res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
-    if res.status == FitStatus.EXCEPTION and _seed_hessian(nll, hesse) is not None:
-        # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
-        # positive definite (a start far from the minimum): start again without the seed
-        res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, False)
-    return res
-
-
-def _single_fit_with(nll: Callable[[np.ndarray], float], params: ParameterSet,
-                     x0: np.ndarray, minos: bool, strategy: int | None, tol: float | None,
-                     hesse: bool, use_hessian: bool) -> FitResult:
-    t0 = time.perf_counter()
-    grad = getattr(nll, "grad", None)
-    if strategy is None:
-        # with an analytic gradient MIGRAD needs no numerical second derivatives to
-        # converge (strategy 0: ~3x fewer calls); HESSE then gives the full covariance
-        strategy = 0 if grad is not None else 1
-    m = None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            m = _minuit_for(nll, params, _seed_hessian(nll, hesse, use_hessian))
-            m.values = x0
-            m.strategy = strategy
-            m.tol = _DEFAULT_TOL if tol is None else tol
-            m.migrad()
-            if hesse and m.fmin is not None and m.fmin.is_valid:
-                m.hesse()
-                if not m.fmin.is_valid:
-                    # HESSE's exact covariance can push the EDM above tolerance (often
-                    # after a strategy-0 MIGRAD): continue MIGRAD from there, then HESSE
-                    m.migrad()
-                    if m.fmin.is_valid:
-                        m.hesse()
-            fmin = m.fmin
-            if hesse:
-                valid = bool(fmin.is_valid and fmin.has_covariance and fmin.has_posdef_covar
-                             and math.isfinite(fmin.fval))
-            else:  # a converged MIGRAD; its covariance is only MIGRAD's running estimate
-                valid = bool(fmin.is_valid and math.isfinite(fmin.fval))
-            reason = FailReason.NONE
-            if not valid:
-                reason = (FailReason.NOT_FINITE if not math.isfinite(fmin.fval)
-                          else FailReason.NOT_POSDEF if fmin.is_valid
-                          else FailReason.CALL_LIMIT if fmin.has_reached_call_limit
-                          else FailReason.EDM if fmin.is_above_max_edm
-                          else FailReason.OTHER)
-            lower = np.full(len(params), np.nan)
-            upper = np.full(len(params), np.nan)
-            if minos and valid:
-                for i, p in enumerate(params):
-                    if p.fixed:
-                        continue
-                    try:  # one parameter's MINOS failure (e.g. at a limit) leaves it NaN
-                        m.minos(p.name)
-                        me = m.merrors[p.name]
-                        if me.lower_valid:
-                            lower[i] = me.lower
-                        if me.upper_valid:
-                            upper[i] = me.upper
-                    except Exception:
-                        pass
-        free = params.free_names
-        errors = np.array(m.errors, dtype=float)
-        errors[~params.free_mask] = np.nan
-        if not hesse:
-            errors[:] = np.nan  # not computed: MIGRAD's estimates are no errors to record
-        if hesse and m.covariance is not None:
-            cov = np.array(m.covariance, dtype=float)
-            idx = [params.index(n) for n in free]
-            cov = cov[np.ix_(idx, idx)]
-        else:
-            cov = np.full((len(free), len(free)), np.nan)
-        return FitResult(
-            names=params.names,
-            values=np.array(m.values, dtype=float),
-            errors=errors,
-            free_names=free,
-            covariance=cov,
-            nll=float(fmin.fval),
-            valid=valid,
-            status=FitStatus.VALID if valid else FitStatus.INVALID,
-            edm=float(fmin.edm),
-            nfcn=int(m.nfcn),
-            at_limit=bool(fmin.has_parameters_at_limit),
-            covar_ok=hesse and bool(fmin.has_accurate_covar),
-            time=time.perf_counter() - t0,
-            minos_lower=lower,
-            minos_upper=upper,
-            reason=reason,
-        )
-    except Exception as exc:
-        nfcn = int(m.nfcn) if m is not None else 0
-        return FitResult.failed(params, f"{type(exc).__name__}: {exc}",
-                                time.perf_counter() - t0, nfcn)
-
-
 def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int = 1,
         rng: np.random.Generator | None = None, minos: bool = False,
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
@@ -716,6 +325,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         (``fixed_flat``; the calls of both in ``nfcn``).
     """
     t0 = time.perf_counter()
+    nll = as_likelihood(nll)
     results = []
     total_nfcn = 0
     points = _start_points(params, max(int(starts), 1), rng, scan)
@@ -817,22 +427,6 @@ def flat_parameters(nll: Callable[[np.ndarray], float], params: ParameterSet,
     return tuple(out)
 
 
-def _at_limits(params: ParameterSet, values: np.ndarray) -> dict[str, float]:
-    """Free parameters within ``LIMIT_TOLERANCE`` steps of a finite limit -> that limit."""
-    lower, upper, step = params.limit_arrays
-    values = np.asarray(values, dtype=float)
-    tol = LIMIT_TOLERANCE * step
-    # |v - limit| is not finite (never <= tol) for an infinite limit or value
-    with np.errstate(invalid="ignore"):
-        near_lo = np.abs(values - lower) <= tol
-        near_hi = np.abs(values - upper) <= tol
-    out = {}
-    for i in np.flatnonzero((near_lo | near_hi) & params.free_mask):
-        p = params.params[i]
-        out[p.name] = float(upper[i] if near_hi[i] else lower[i])
-    return out
-
-
 def _refit_at_limits(nll: Callable[[np.ndarray], float], params: ParameterSet,
                      best: FitResult, minos: bool, strategy: int | None,
                      tol: float | None, hesse: bool = True) -> FitResult | None:
@@ -894,8 +488,6 @@ def _better(a: FitResult, b: FitResult) -> bool:
 
 #: two minima closer than this in −ln L (0.01 in t = Δ(−2 ln L)) are the same minimum
 SAME_MINIMUM = 0.005
-#: a free parameter within this many steps (``error_guess``) of a limit ends "on" it
-LIMIT_TOLERANCE = 1e-3
 
 #: relative change of −ln L within which a parameter is flat (:func:`flat_parameters`):
 #: rounding only

@@ -40,6 +40,7 @@ __all__ = [
     "phase_space_3body",
     "phase_space_3body_threshold_coefficient",
     "tcc_thresholds",
+    "two_body_momentum",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -179,6 +180,19 @@ def breakup_momentum(m: ArrayLike, m1: ArrayLike, m2: ArrayLike) -> NDArray[np.f
     safe_m = np.where(above, m, 1.0)
     k = np.sqrt(np.where(above, lam, 0.0)) / (2.0 * safe_m)
     return np.where(above, k, 0.0)
+
+
+def two_body_momentum(m: np.ndarray | float, m1: float, m2: float) -> np.ndarray:
+    """Momentum of either daughter in the rest frame of mass ``m`` → ``m1 m2``.
+
+    ``λ^{1/2}(m², m1², m2²)/(2m)`` with the expanded :func:`kallen` (the form of the
+    Dalitz-plot model, LHCb, Eur. Phys. J. C 78 (2018) 1019, Eq. 8); exactly 0 where
+    λ < 0 (below threshold or above the kinematic limit), never NaN. Any consistent unit.
+    :func:`breakup_momentum` is the factorised form, precise near threshold.
+    """
+    m = np.asarray(m, float)
+    lam = kallen(m * m, m1 * m1, m2 * m2)
+    return np.sqrt(np.clip(lam, 0.0, None)) / (2.0 * np.where(m > 0, m, 1.0))
 
 
 def phase_space_2body(m: ArrayLike, m1: ArrayLike, m2: ArrayLike) -> NDArray[np.float64]:

@@ -34,6 +34,7 @@ __all__ = [
     "BreitWignerGrid",
     "barrier_factor",
     "bernstein_basis",
+    "blatt_weisskopf_polynomial",
     "blatt_weisskopf_sq",
     "mass_dependent_width",
     "rbw_amplitude",
@@ -53,8 +54,11 @@ _BW_COEFFS: tuple[tuple[float, ...], ...] = (
     (9.0, 3.0, 1.0),
     (225.0, 45.0, 6.0, 1.0),
     (11025.0, 1575.0, 135.0, 10.0, 1.0),
+    (893025.0, 99225.0, 6300.0, 315.0, 15.0, 1.0),
 )
-MAX_L = len(_BW_COEFFS) - 1
+#: the highest orbital angular momentum of the 1-D lineshapes (the table goes one higher,
+#: for the Dalitz lineshapes of :mod:`toyengine.core.dalitz.resonances`)
+MAX_L = 4
 
 
 def _check_L(L: int) -> int:
@@ -85,7 +89,14 @@ def blatt_weisskopf_sq(z: ArrayLike, L: int) -> NDArray[np.float64]:
     ModelError
         If ``L`` is not an integer in 0..4.
     """
-    coeffs = _BW_COEFFS[_check_L(L)]
+    return blatt_weisskopf_polynomial(z, _check_L(L))
+
+
+def blatt_weisskopf_polynomial(z: ArrayLike, L: int) -> NDArray[np.float64]:
+    """D_L(z) of :func:`blatt_weisskopf_sq` for L = 0..5 without the check of ``L`` (von
+    Hippel and Quigg, Phys. Rev. D 5 (1972) 624; D_5 = z¹⁰ + 15z⁸ + 315z⁶ + 6300z⁴ +
+    99225z² + 893025): the one implementation, shared with the Dalitz lineshapes."""
+    coeffs = _BW_COEFFS[L]
     z2 = np.square(np.asarray(z, dtype=float))
     out = np.full_like(z2, coeffs[-1])
     for c in coeffs[-2::-1]:  # Horner in z²
@@ -386,7 +397,8 @@ class BreitWignerGrid:
         w_Γ = w/Γ0, w_m = w (2/m0 + a), w_mm = w [(2/m0 + a)² − 2/m0² + a'],
         a = d ln c0/dm0 (:meth:`_dlog_c0`) gives the derivatives in (m0, Γ0).
 
-        Computed in one compiled pass over the grid (:func:`toyengine.core.kernels.bw_rows`).
+        Computed in one compiled pass over the grid
+        (:func:`toyengine.core.model1d_kernels.bw_rows`).
 
         Returns
         -------
@@ -394,7 +406,7 @@ class BreitWignerGrid:
             Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0 (views of one
             (7, n) array).
         """
-        from .kernels import bw_rows
+        from .model1d_kernels import bw_rows
 
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         a, da = self._dlog_c0(m0, q0)
@@ -505,14 +517,14 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
 def _sphere_products(phis: ArrayLike, order: int
                      ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """b_k, ∂b_k/∂φ_j and ∂²b_k/∂φ_j∂φ_l up to ``order`` (compiled:
-    :func:`toyengine.core.kernels.sphere_products`).
+    :func:`toyengine.core.model1d_kernels.sphere_products`).
 
     Raises
     ------
     ModelError
         If ``phis`` is not 1-D.
     """
-    from .kernels import sphere_products
+    from .model1d_kernels import sphere_products
 
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
     if phis.ndim != 1:

@@ -22,7 +22,7 @@ Numerics (why it is fast and exact):
   reach the events through the same maps as the shape: they are convolved with it (one
   batched FFT pair) and interpolated at the events with it. The value, the gradient and
   the Hessian of the likelihood are then one compiled pass over the events
-  (:func:`toyengine.core.kernels.nll_terms`, numba; :class:`UnbinnedNLL`).
+  (:func:`toyengine.core.model1d_kernels.nll_terms`, numba; :class:`UnbinnedNLL`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ import scipy.fft
 
 from ..errors import ModelError
 from .discriminants import Discriminants, DiscriminatedSample, sweighted_covariance
+from .likelihood import Likelihood, NormalConstraint
 from .params import ParameterSet
 from .resolution import Resolution
 from .streams import DataStreams, as_streams
@@ -498,7 +499,7 @@ class _Point:
         self.grad, self.hess = grad, hess
 
 
-class UnbinnedNLL:
+class UnbinnedNLL(Likelihood):
     """Extended unbinned −ln L with Gaussian constraints and optional per-event weights.
 
     ``-ln L = sum_c N_c - sum_i w_i ln(sum_c N_c f_c(x_i)) + sum_p (p - mu_p)^2 / (2 s_p^2)``
@@ -513,7 +514,7 @@ class UnbinnedNLL:
     at the events. Its first and second derivatives in the shape parameters are therefore
     the same maps applied to the derivatives of the shape (convolved together with it, one
     batched FFT pair), and one compiled pass over the events
-    (:func:`toyengine.core.kernels.nll_terms`) gives the value, the gradient and the
+    (:func:`toyengine.core.model1d_kernels.nll_terms`) gives the value, the gradient and the
     Hessian.
     """
 
@@ -553,11 +554,16 @@ class UnbinnedNLL:
         # per component: its rows at the shape values and order asked for last
         self._rows_cache: list[tuple | None] = [None] * len(model.components)
         self._last: _Point | None = None
-        self._cidx, self._cmu, self._csig = model.parameters.constraint_terms()
+        self.constraint = NormalConstraint.from_parameters(model.parameters)
         if model.supports_gradient():
-            self.grad = self._grad  # iminuit uses it when present
+            self.has_grad = True  # iminuit uses it when present
             if model.supports_hessian():
-                self.hessian = self._hessian  # and this one, in MIGRAD's seed and HESSE
+                self.has_hessian = True  # and this one, in MIGRAD's seed and HESSE
+
+    @property
+    def ndata(self) -> float:
+        """The number of events inside the observable's range."""
+        return float(self.data.size)
 
     def _row_offsets(self, order: int) -> np.ndarray:
         """Where each component's rows start among the kernel's rows at ``order``: the
@@ -597,10 +603,10 @@ class UnbinnedNLL:
 
     def _point(self, x: np.ndarray, order: int) -> _Point:
         """The densities, ``sum_i w_i ln D_i`` and the derivatives up to ``order`` at
-        ``x`` (:func:`toyengine.core.kernels.nll_terms`, plus the constraint terms),
+        ``x`` (:func:`toyengine.core.model1d_kernels.nll_terms`, plus the constraint terms),
         memoised for the last ``x`` (a Hessian brings the gradient and the value at the
         same point for free)."""
-        from .kernels import nll_terms
+        from .model1d_kernels import nll_terms
 
         x = np.asarray(x, dtype=float)
         key = x.tobytes()
@@ -621,11 +627,10 @@ class UnbinnedNLL:
         dens, logsum, grad, hess = nll_terms(
             self._k, self._t, self._w, grid_rows, self._basis, lin, iz, self._zoff[order],
             self._npar, self._yidx, self._pidx, x[self._yidx], len(x), order)
-        if len(self._cidx):
-            if order >= 1:
-                grad[self._cidx] += (x[self._cidx] - self._cmu) / self._csig**2
-            if order >= 2:
-                hess[self._cidx, self._cidx] += 1.0 / self._csig**2
+        if order >= 1:
+            self.constraint.add_grad(grad, x)
+        if order >= 2:
+            self.constraint.add_hessian(hess)
         self._last = point = _Point(key, order, dens, logsum, grad, hess)
         return point
 
@@ -637,15 +642,13 @@ class UnbinnedNLL:
         """``sum_c N_c f_c(x_i)`` for every event (memoised for the last ``x``)."""
         return self._point(x, 0).dens
 
-    def __call__(self, x: np.ndarray) -> float:
+    def _call(self, x: np.ndarray) -> float:
         x = np.asarray(x, dtype=float)
         yields = x[self.model._yield_idx]
         if not yields.sum() > 0.0:
             return 1e300  # no expected events: outside the model (negative yields may only
             #               cancel part of the total), as for a non-finite value below
-        val = yields.sum() - self._point(x, 0).logsum
-        if len(self._cidx):
-            val += 0.5 * float(np.sum(((x[self._cidx] - self._cmu) / self._csig) ** 2))
+        val = self.constraint.add_value(yields.sum() - self._point(x, 0).logsum, x)
         return float(val) if math.isfinite(val) else 1e300
 
     def _grad(self, x: np.ndarray) -> np.ndarray:
@@ -791,8 +794,8 @@ def _inverse_cdf(grid: np.ndarray,
                  table: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                  u: np.ndarray) -> np.ndarray:
     """:func:`inverse_cdf_piecewise_linear` with the density's :func:`_cdf_table`
-    (:func:`toyengine.core.kernels.inverse_cdf`)."""
-    from .kernels import inverse_cdf
+    (:func:`toyengine.core.model1d_kernels.inverse_cdf`)."""
+    from .model1d_kernels import inverse_cdf
 
     u = np.asarray(u, dtype=float)
     if u.size == 0:

@@ -28,7 +28,7 @@ Daughter order matters: the square Dalitz plot (and its maps) is built on the pa
 first two daughters, and the data variables ``m2_kpi`` and ``m2_etacpi`` of the core are
 ``m²(d1 d2)`` and ``m²(d2 d3)``. The helicity angle of a pair (i, j) with bachelor k is the
 angle between the first-named daughter of the core's pair convention and the bachelor in the
-pair rest frame (``toyengine.core.dalitz.kinematics``): for (d1 d2) between d1 and d3, for
+pair rest frame (``toyengine.core.dalitz.dalitz_plot``): for (d1 d2) between d1 and d3, for
 (d2 d3) between d2 and d1, for (d3 d1) between d3 and d2. The sign of odd-L amplitudes is
 absorbed by the free coefficients.
 
@@ -49,11 +49,11 @@ import numpy as np
 from annotated_types import Len
 from pydantic import Field, model_validator
 
+from ..core.dalitz.dalitz_plot import DalitzKinematics, Vetoes
 from ..core.dalitz.gof import adaptive_chi2
-from ..core.dalitz.kinematics import DalitzKinematics, Vetoes
-from ..core.dalitz.lineshapes import KINDS, Lineshape
 from ..core.dalitz.maps import SDPHistogram
 from ..core.dalitz.model import Component, DalitzData, DalitzModel, RunSpec
+from ..core.dalitz.resonances import KINDS, Lineshape
 from ..core.params import Constraint, Parameter, ParameterSet
 from ..errors import ModelError, OptionError
 from .options import BuilderOptions, FiniteFloat, Pair, StrictModel, format_path

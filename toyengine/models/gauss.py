@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.likelihood import Likelihood
 from ..core.params import Parameter, ParameterSet
 from ..errors import ModelError
 from .options import BuilderOptions, Field, FiniteFloat
@@ -42,8 +43,11 @@ class GaussOptions(BuilderOptions):
     sigma: FiniteFloat = Field(1.0, gt=0, description="generated width")
 
 
-class _GaussNLL:
+class _GaussNLL(Likelihood):
     """``-ln L`` of one sample as a function of the full parameter vector (mu, sigma)."""
+
+    has_grad = True
+    has_hessian = True
 
     def __init__(self, x: np.ndarray, weights: np.ndarray | None = None):
         if weights is None:
@@ -58,6 +62,7 @@ class _GaussNLL:
             self.n = float(np.sum(w))
             self.s1 = float(w @ x)
             self.s2 = float(w @ (x * x))
+        self.weights = None if weights is None else w
         # the mean and the centred sum of squares, for the closed-form minimum without the
         # cancellation of S2/n - mean^2
         self.mean = self.s1 / self.n if self.n > 0 else math.nan
@@ -71,18 +76,22 @@ class _GaussNLL:
             return self.m2 + self.n * (mu - self.mean) ** 2
         return self.s2 - 2.0 * mu * self.s1 + self.n * mu * mu
 
-    def __call__(self, p: np.ndarray) -> float:
+    @property
+    def ndata(self) -> float:
+        return float(self.n)
+
+    def _call(self, p: np.ndarray) -> float:
         mu, sigma = float(p[0]), float(p[1])
         q = self._q(mu)
         return q / (2.0 * sigma * sigma) + self.n * math.log(sigma)
 
-    def grad(self, p: np.ndarray) -> np.ndarray:
+    def _grad(self, p: np.ndarray) -> np.ndarray:
         mu, sigma = float(p[0]), float(p[1])
         q = self._q(mu)
         return np.array([(self.n * mu - self.s1) / (sigma * sigma),
                          -q / sigma**3 + self.n / sigma])
 
-    def hessian(self, p: np.ndarray) -> np.ndarray:
+    def _hessian(self, p: np.ndarray) -> np.ndarray:
         """The exact Hessian of ``-ln L`` in (mu, sigma)."""
         mu, sigma = float(p[0]), float(p[1])
         q = self._q(mu)

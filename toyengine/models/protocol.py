@@ -75,7 +75,9 @@ class ToyModel(Protocol):
         ...
 
     def nll(self, data: Any) -> Callable[[np.ndarray], float]:
-        """−ln L of ``data`` as a function of the full parameter vector."""
+        """−ln L of ``data`` as a function of the full parameter vector: a
+        :class:`toyengine.core.likelihood.Likelihood` (the built-in models), or any callable,
+        which the fitter wraps (:func:`toyengine.core.likelihood.as_likelihood`)."""
         ...
 
     def derived(self, values: np.ndarray) -> np.ndarray:

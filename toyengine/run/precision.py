@@ -149,7 +149,7 @@ def run_to_precision(spec: StudySpec, store: str | Path, precision: float | dict
         The study's kind has no such target (a p-value target needs a significance study
         with ``test.observed``; shift targets a systematic study).
     """
-    from ..store.results import open_results
+    from ..store.opening import open_results
 
     info = kind_info(spec.kind)
     loc = Location.of(store, kw.get("storage_options"))

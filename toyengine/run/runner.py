@@ -15,13 +15,10 @@ done; chunks whose objects are missing or damaged are recomputed.
 from __future__ import annotations
 
 import math
-import os
 import pickle
-import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,19 +26,18 @@ from typing import Any, TextIO
 import numpy as np
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from ..errors import ClusterError, Interrupted, LeaseLost, StoreError, ToyEngineError
+from ..errors import Interrupted, LeaseLost, StoreError, ToyEngineError
+from ..store.integrity import check_chunks, unmark
 from ..store.lease import Fence, Lease
-from ..store.location import Location, quiet_store_errors, store_access_error, store_writes
+from ..store.location import Location, store_access_error, store_writes
+from ..store.opening import checked_group
 from ..store.results import (
     STATE_KEY,
     StoreInfo,
-    check_chunks,
-    checked_group,
     create_store,
     extend_store,
     finish_extension,
     plugin_mismatch,
-    unmark,
     write_chunk,
 )
 from ..study.plan import Chunk, Plan
@@ -49,6 +45,7 @@ from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate
 from ..study.show import CostEstimate, estimate_cost
 from ..study.spec import StudySpec, build_model
+from .client import _close_quietly, _make_client, _running_capacity, check_workers_import
 from .live import LivePhysics, Progress, fold_store, live_part
 from .preflight import (
     CONNECT_TIMEOUT,
@@ -57,7 +54,6 @@ from .preflight import (
     check_store_path,
     check_study_size,
     parse_scheduler_address,
-    probe_scheduler,
 )
 from .warm import warm_up
 
@@ -133,55 +129,6 @@ def auto_chunk_size(seconds_per_toy: float, toys: int, n_variants: int, n_worker
     return int(max(1, size, min(by_count, max(toys, 1))))
 
 
-def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
-    """The plug-in modules the study's builders need on every worker."""
-    from ..models import plugin_module
-
-    mods = {plugin_module(m["builder"]) for m in spec.models.values()}
-    return tuple(sorted(m for m in mods if m is not None))
-
-
-def _try_builders(builders: Sequence[str], sources: dict[str, str]) -> str | None:
-    """Run on a worker: ``None`` if every plug-in builder resolves here under the rule
-    the client applied (allowed modules, marked builder, the same code), else the first
-    failure."""
-    from ..models import get_builder
-
-    for name in builders:
-        try:
-            get_builder(name, allowed=sources, sources=sources)
-        except Exception as exc:  # noqa: BLE001 - any failure importing user code
-            return str(exc)
-    return None
-
-
-def check_workers_import(client: Any, spec: StudySpec) -> None:
-    """Fail before any toy if a connected worker cannot import a plug-in module of ``spec``
-    or holds other code than the client validated the study with (checked once per worker
-    with ``client.run``).
-
-    Raises
-    ------
-    ClusterError
-        ``worker ADDRESS: cannot import MODULE (...)``, one line.
-    """
-    if not plugin_modules(spec):
-        return
-    from ..models import BUILDERS
-
-    builders = sorted({m["builder"] for m in spec.models.values()} - set(BUILDERS))
-    sources = dict(spec.plugin_sources)
-    failures = {w: err for w, err in client.run(_try_builders, builders, sources).items()
-                if err}
-    if failures:
-        worker, err = sorted(failures.items())[0]
-        more = f"; {len(failures) - 1} more worker(s) too" if len(failures) > 1 else ""
-        fix = ("; install the module on the workers (cluster/README.md, 'User code on "
-               "workers')" if err.startswith("cannot import") else "")
-        msg = f"worker {worker}: {err}{more}{fix}"
-        raise ClusterError(msg)
-
-
 def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
     """The running-physics accumulator of a run, from the store's truth and labels."""
     spec = plan.spec
@@ -201,32 +148,6 @@ def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
         h0=str(test.get("h0", "")), h1=str(test.get("h1", "")),
         observed_t=float(test.get("observed", math.nan)),
         paired_toys=info.toys if spec.paired else 0)
-
-
-def _make_client(workers: int | None, scheduler: str | None, security: Any,
-                 connect_timeout: float) -> tuple[Any, Any]:
-    from distributed import Client, LocalCluster
-
-    if scheduler:
-        probe_scheduler(scheduler, security, connect_timeout)
-        client = Client(scheduler, security=security, timeout=f"{connect_timeout}s")
-        return client, None
-    n = workers or os.cpu_count() or 1
-    # worker processes ignore SIGINT (Ctrl-C reaches the whole process group): the client
-    # process alone handles it and shuts them down in order, without their tracebacks
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
-    try:
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                               silence_logs=40)
-    finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
-    client = Client(cluster)
-    # the client reports a store that cannot be written or reached in one line: the
-    # workers it started do not log each failed task's traceback too
-    client.register_plugin(QuietStoreErrors(), name="toyengine-quiet-store-errors")
-    return client, cluster
 
 
 class _StorePreparation:
@@ -268,12 +189,6 @@ class _StorePreparation:
         return None if self.cost is None else replace(self.cost, workers=workers)
 
 
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def _store_mismatch(store: Location, info: StoreInfo, spec: StudySpec) -> str:
     stored_seed = info.attrs.get("root_seed")
     if isinstance(stored_seed, int) and stored_seed != spec.seed and \
@@ -304,15 +219,6 @@ class StudyPlugin(WorkerPlugin):
 
     def teardown(self, worker: Any = None) -> None:
         _SHIPPED.pop(self.name, None)
-
-
-class QuietStoreErrors(WorkerPlugin):
-    """Worker plugin (our own local cluster): no log records with tracebacks for tasks
-    that failed because the store cannot be written or reached, nor for the store's
-    connections dropped with it (:func:`~toyengine.store.location.quiet_store_errors`)."""
-
-    def setup(self, worker: Any = None) -> None:
-        quiet_store_errors()
 
 
 def _shipped(name: str) -> Plan:
@@ -455,12 +361,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
         for ``lease_ttl`` seconds); this run's writers stopped writing.
     """
     t_start = time.monotonic()
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
-        msg = f"--workers {workers}: expected an integer >= 1"
-        raise UsageError(msg)
-    if chunk_size is not None and (isinstance(chunk_size, bool) or chunk_size < 1):
-        msg = f"--chunk-size {chunk_size}: expected an integer >= 1"
-        raise UsageError(msg)
+    _check_counts(workers, chunk_size)
     if scheduler is not None and client is None:
         scheduler = parse_scheduler_address(scheduler, "" if security is not None else None)
     loc = Location.of(store, storage_options)
@@ -478,25 +379,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
     with store_writes(loc), Lease(loc, ttl=lease_ttl, progress=progress) as lease:
         existing = loc.exists(STATE_KEY)
         if existing:
-            info = StoreInfo(loc, allow_extending=True)
-            _check_existing(info, spec, params)
-            if info.extending is not None:
-                if progress is not None:
-                    progress.write("finishing an interrupted extension of the store\n")
-                lease.check()
-                finish_extension(loc, lease.fence)
-                info = StoreInfo(loc)
-            if spec.toys > info.toys:
-                lease.check()
-                extend_store(loc, spec.toys, lease.fence)
-                info = StoreInfo(loc)
-            elif spec.toys < info.toys:
-                toys_note = (f"note: the store holds {info.toys} toys per variant, more than "
-                             f"--toys {spec.toys}: a store never shrinks; its toys not yet "
-                             f"done are run (all {info.toys}), and a summary covers all "
-                             "of them (a new store has exactly --toys)")
-                if progress is not None:
-                    progress.write(toys_note + "\n")
+            info, toys_note = _open_existing(loc, spec, params, lease, progress)
         else:
             check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses), len(params),
                              yes)
@@ -514,31 +397,9 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if progress is not None:
                 progress.write(f"Dask dashboard: {dashboard}\n")
             if not existing:
-                if estimate:
-                    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-                    cost = (preparation.result(n_workers) if preparation is not None else
-                            estimate_cost(plan, toys=50, budget=ESTIMATE_SECONDS,
-                                          workers=n_workers))
-                    assert cost is not None
-                    check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
-                                     len(params), yes, cost.seconds_per_toy)
-                    if progress is not None:
-                        progress.write(f"estimate: {cost.text()}\n")
-                    if chunk_size is None:
-                        chunk_size = auto_chunk_size(cost.seconds_per_toy, spec.toys,
-                                                     len(spec.variants), n_workers)
-                lease.check()
-                create_store(loc, plan, chunk_size, degenerate, lease.fence)
-                info = StoreInfo(loc)
-            problems = check_chunks(info)
-            report_repaired = [p.describe(info.variant_names) for p in problems]
-            if problems:
-                lease.check()
-                unmark(info, problems)
-                if progress is not None:
-                    progress.write(f"recomputing {len(problems)} chunk(s) marked done whose "
-                                   "data are missing or damaged:\n"
-                                   + "".join(f"  {r}\n" for r in report_repaired[:20]))
+                info = _create(loc, plan, client, preparation, estimate, chunk_size,
+                               degenerate, lease, progress, yes)
+            report_repaired = _unmark_damaged(info, lease, progress)
             chunks = info.chunks()
             done = info.done()
             pending = [c for c in chunks if not done[c.index]]
@@ -577,14 +438,7 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
             if own_client:
                 _close_quietly(client, cluster, interrupted)
         if interrupted:
-            if not loc.exists(STATE_KEY):
-                raise Interrupted(0, spec.toys * len(spec.variants))
-            info = StoreInfo(loc)  # what the store holds now, not what this run collected
-            done_mask = info.done()
-            chunks = info.chunks()
-            left = sum(c.size for c in chunks if not done_mask[c.index])
-            raise Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
-                              sum(c.size for c in chunks), min(in_flight, left))
+            raise _interrupted(loc, spec, in_flight)
         final = StoreInfo(loc)
         final_done = final.done()
         report.missing_chunks = [c.index for c in final.chunks() if not final_done[c.index]]
@@ -592,13 +446,95 @@ def run_study(spec: StudySpec, store: str | Path | Location, *, workers: int | N
     return report
 
 
-def _running_capacity(client: Any) -> int:
-    """Worker threads of the cluster (tasks that may be running); 0 if unknown."""
-    try:
-        workers = client.scheduler_info().get("workers", {})
-        return int(sum(int(w.get("nthreads", 1)) for w in workers.values()))
-    except Exception:  # noqa: BLE001 - the scheduler may be gone
-        return 0
+def _check_counts(workers: int | None, chunk_size: int | None) -> None:
+    """``workers`` and ``chunk_size``, where given, are integers >= 1."""
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        msg = f"--workers {workers}: expected an integer >= 1"
+        raise UsageError(msg)
+    if chunk_size is not None and (isinstance(chunk_size, bool) or chunk_size < 1):
+        msg = f"--chunk-size {chunk_size}: expected an integer >= 1"
+        raise UsageError(msg)
+
+
+def _create(loc: Location, plan: Plan, client: Any, preparation: _StorePreparation | None,
+            estimate: bool, chunk_size: int | None, degenerate: Any, lease: Lease,
+            progress: TextIO | None, yes: bool) -> StoreInfo:
+    """Create the store of a new run under ``lease``: with ``estimate``, the timed toys'
+    cost checked against the study's size and shown, and the chunk size chosen from it
+    when none was given."""
+    spec = plan.spec
+    if estimate:
+        n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+        cost = (preparation.result(n_workers) if preparation is not None else
+                estimate_cost(plan, toys=50, budget=ESTIMATE_SECONDS,
+                              workers=n_workers))
+        assert cost is not None
+        check_study_size(len(spec.variants), spec.toys, len(spec.hypotheses),
+                         len(plan.params), yes, cost.seconds_per_toy)
+        if progress is not None:
+            progress.write(f"estimate: {cost.text()}\n")
+        if chunk_size is None:
+            chunk_size = auto_chunk_size(cost.seconds_per_toy, spec.toys,
+                                         len(spec.variants), n_workers)
+    lease.check()
+    create_store(loc, plan, chunk_size, degenerate, lease.fence)
+    return StoreInfo(loc)
+
+
+def _unmark_damaged(info: StoreInfo, lease: Lease, progress: TextIO | None) -> list[str]:
+    """Chunks marked done whose data are missing or damaged, unmarked (to be recomputed)
+    under ``lease``; their descriptions."""
+    problems = check_chunks(info)
+    report_repaired = [p.describe(info.variant_names) for p in problems]
+    if problems:
+        lease.check()
+        unmark(info, problems)
+        if progress is not None:
+            progress.write(f"recomputing {len(problems)} chunk(s) marked done whose "
+                           "data are missing or damaged:\n"
+                           + "".join(f"  {r}\n" for r in report_repaired[:20]))
+    return report_repaired
+
+
+def _open_existing(loc: Location, spec: StudySpec, params: tuple[str, ...], lease: Lease,
+                   progress: TextIO | None) -> tuple[StoreInfo, str]:
+    """An existing store made ready for ``spec`` under ``lease``: checked to come from the
+    same study, an interrupted extension finished, extended to ``spec.toys``; and the note
+    shown when it holds more toys than asked for."""
+    toys_note = ""
+    info = StoreInfo(loc, allow_extending=True)
+    _check_existing(info, spec, params)
+    if info.extending is not None:
+        if progress is not None:
+            progress.write("finishing an interrupted extension of the store\n")
+        lease.check()
+        finish_extension(loc, lease.fence)
+        info = StoreInfo(loc)
+    if spec.toys > info.toys:
+        lease.check()
+        extend_store(loc, spec.toys, lease.fence)
+        info = StoreInfo(loc)
+    elif spec.toys < info.toys:
+        toys_note = (f"note: the store holds {info.toys} toys per variant, more than "
+                     f"--toys {spec.toys}: a store never shrinks; its toys not yet "
+                     f"done are run (all {info.toys}), and a summary covers all "
+                     "of them (a new store has exactly --toys)")
+        if progress is not None:
+            progress.write(toys_note + "\n")
+    return info, toys_note
+
+
+def _interrupted(loc: Location, spec: StudySpec, in_flight: int) -> Interrupted:
+    """The :class:`~toyengine.errors.Interrupted` of a run stopped by the user: the toys
+    the store holds now (not what this run collected) and those still in flight."""
+    if not loc.exists(STATE_KEY):
+        return Interrupted(0, spec.toys * len(spec.variants))
+    info = StoreInfo(loc)
+    done_mask = info.done()
+    chunks = info.chunks()
+    left = sum(c.size for c in chunks if not done_mask[c.index])
+    return Interrupted(sum(c.size for c in chunks if done_mask[c.index]),
+                       sum(c.size for c in chunks), min(in_flight, left))
 
 
 def _generators(spec: StudySpec) -> dict[str, Any]:
@@ -618,28 +554,6 @@ def _generators(spec: StudySpec) -> dict[str, Any]:
     for m in (spec.importance or {}).get("inject", ()):
         out[f"model {m!r}"] = build_model(spec, spec.variants[0], m)
     return out
-
-
-def _close_quietly(client: Any, cluster: Any, interrupted: bool) -> None:
-    """Close the client and our cluster; after an interrupt, without the log noise of
-    workers being stopped mid-task (a second Ctrl-C during shutdown is ignored)."""
-    import logging
-
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
-    levels = {}
-    if interrupted:
-        for name in ("distributed", "tornado", "asyncio"):
-            levels[name] = logging.getLogger(name).level
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-    try:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-    finally:
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
 
 
 def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Location,

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..core.fit import FailReason, FitResult, FitStatus, ProfileStarts, fit, flat_parameters
+from ..core.likelihood import NormalConstraint, as_likelihood
 from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
 from .plan import Chunk, Plan, param_axis
@@ -329,52 +330,19 @@ def global_observables(spec: StudySpec, variant: Variant, toy: int,
     return out
 
 
-class _ShiftedConstraints:
-    """``nll`` with its Gaussian constraint means moved to a toy's global observables:
-    adds ``Σ [(x − μ')² − (x − μ)²] / (2 σ²)``, linear in x (and its gradient)."""
-
-    def __init__(self, nll: Any, idx: np.ndarray, mu: np.ndarray, mu_new: np.ndarray,
-                 sig: np.ndarray):
-        self._nll = nll
-        self._idx = idx
-        self._args = (idx, mu, mu_new, sig)
-        self._a = (mu - mu_new) / sig**2          # d/dx of the added term
-        self._b = float(np.sum((mu_new**2 - mu**2) / (2.0 * sig**2)))
-        if getattr(nll, "grad", None) is not None:
-            self.grad = self._grad
-        # the added term is linear: the same second derivatives, exact or expected
-        for name in ("hessian", "expected_hessian"):
-            if getattr(nll, name, None) is not None:
-                setattr(self, name, getattr(nll, name))
-
-    def __call__(self, x: np.ndarray) -> float:
-        x = np.asarray(x, dtype=float)
-        return float(self._nll(x)) + float(self._a @ x[self._idx]) + self._b
-
-    def _grad(self, x: np.ndarray) -> np.ndarray:
-        g = np.array(self._nll.grad(x), dtype=float)
-        g[self._idx] += self._a
-        return g
-
-    def restricted(self, free: np.ndarray) -> Any:
-        """The wrapped likelihood's restriction to the ``free`` parameters (its
-        ``restricted``), with the same shift; None where it has none."""
-        restrict = getattr(self._nll, "restricted", None)
-        inner = restrict(free) if restrict is not None else None
-        return None if inner is None else _ShiftedConstraints(inner, *self._args)
-
-
 def _with_global_observables(nll: Any, parameters: Any, gobs: np.ndarray,
                              pindex: dict[str, int]) -> Any:
-    idx, mu, sig = parameters.constraint_terms()
-    if idx.size == 0:
+    """``nll`` with its Gaussian constraint means moved to the toy's global observables
+    ``gobs`` (:meth:`~toyengine.core.likelihood.NormalConstraint.shift`, added to ``nll``)."""
+    con = NormalConstraint.from_parameters(parameters)
+    if con.size == 0:
         return nll
-    names = [parameters.names[i] for i in idx]
+    names = [parameters.names[i] for i in con.idx]
     mu_new = np.array([gobs[pindex[n]] for n in names])
-    keep = np.isfinite(mu_new) & (mu_new != mu)
+    keep = np.isfinite(mu_new) & (mu_new != con.mu)
     if not keep.any():
         return nll
-    return _ShiftedConstraints(nll, idx[keep], mu[keep], mu_new[keep], sig[keep])
+    return as_likelihood(nll) + con.subset(keep).shift(mu_new[keep])
 
 
 def _generation_log_likelihood(model: ToyModel, data: Any) -> float:
@@ -383,10 +351,7 @@ def _generation_log_likelihood(model: ToyModel, data: Any) -> float:
     model with the same likelihood convention shares)."""
     x = model.parameters.values
     val = -float(model.nll(data)(x))
-    idx, mu, sig = model.parameters.constraint_terms()
-    if idx.size:
-        val += 0.5 * float(np.sum(((x[idx] - mu) / sig) ** 2))
-    return val
+    return NormalConstraint.from_parameters(model.parameters).add_value(val, x)
 
 
 def importance_component(spec: StudySpec, toy: int, variant: Variant) -> int:
@@ -616,6 +581,9 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 a["fail_reason"][i, h] = reason
                 _note_failure(causes, reason, res.message, t, v.name, spec.hypotheses[h])
             a["n_best"][i, h] = res.n_best
+            a["n_starts"][i, h] = res.n_starts
+            a["covar_ok"][i, h] = res.covar_ok
+            a["at_limit"][i, h, cols] = res.at_limit_mask(model.parameters)
             if model.derived_names and res.valid:
                 # derived quantities (e.g. fit fractions): value only, error NaN
                 try:

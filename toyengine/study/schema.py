@@ -87,6 +87,17 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("n_best", _H, _I8, 0, "",
           "starting points of the multi-start that reached the best minimum (within 0.005 in "
           "−ln L; 0 = not fitted)"),
+    Field("at_limit", _HP, _B, False, "",
+          "the parameter ended within 0.001 steps of a finite limit (free in the fit, or "
+          "refitted fixed there); False for parameters not in that hypothesis (absent from "
+          "stores of format 3 and before)"),
+    Field("covar_ok", _H, _B, False, "",
+          "the fit computed its covariance and it is accurate (HESSE's, or the inverse "
+          "analytic Hessian of a Newton fit); False with `fit.hesse: false` (absent from "
+          "stores of format 3 and before)"),
+    Field("n_starts", _H, _I8, 0, "",
+          "starting points the multi-start tried (0 = not fitted; absent from stores of "
+          "format 3 and before)"),
     Field("global_obs", ("param",), _F8, math.nan, "param",
           "the toy's auxiliary measurement of each Gaussian-constrained parameter (the "
           "constraint mean used in its fits; NaN for unconstrained parameters)"),

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from ..core.fit import FitStatus
+from ..core.status import FitStatus
 from ..errors import MissingDependencyError, SummaryError
 
 __all__ = [

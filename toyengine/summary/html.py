@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.fit import FitStatus
+from ..core.status import FitStatus
 from ..study.kinds import kind_info
 from ._common import MissingDependencyError, SummaryError
 from .report import summary_tables

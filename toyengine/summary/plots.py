@@ -15,7 +15,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from ..core.fit import FitStatus
+from ..core.status import FitStatus
 from ..study.kinds import kind_info
 from ._common import MissingDependencyError, SummaryError, default_hypothesis
 from .labels import param_label, with_units

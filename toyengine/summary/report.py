@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from ..core.fit import FitStatus
+from ..core.status import FitStatus
 from ..study.kinds import SECTIONS, kind_info
 from ._common import SummaryError, fit_masks, fmt_num, jsonable, require_vars
 from .labels import param_display, with_units

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from ..core.fit import FitStatus
+from ..core.status import FitStatus
 from ..study.schema import empty_records, study_fields
 from ._common import SummaryError
 

@@ -14,13 +14,13 @@ See ``studies/zc4100/README.md`` for the shipped stand-in maps and reference dat
 
 from __future__ import annotations
 
+from .dalitz_plot import DalitzKinematics, Vetoes
 from .data import Component, DalitzData, RunSample, RunSpec
 from .gof import AdaptiveBinning, adaptive_chi2
-from .kinematics import DalitzKinematics, Vetoes
-from .lineshapes import Lineshape
 from .maps import SDPHistogram
 from .model import DalitzModel
 from .nll import DalitzNLL
+from .resonances import Lineshape
 
 __all__ = [
     "AdaptiveBinning",

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ModelError
-from .lineshapes import Lineshape
 from .maps import SDPHistogram
+from .resonances import Lineshape
 
 
 # ---------------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ class Component:
         Kind, pair, spin and barrier radius.
     params : tuple of str
         Names of the lineshape parameters in the model's ParameterSet, in the order of
-        :data:`toyengine.core.dalitz.lineshapes.KINDS` (mass and width in MeV; a, r in GeV⁻¹).
+        :data:`toyengine.core.dalitz.resonances.KINDS` (mass and width in MeV; a, r in GeV⁻¹).
     """
 
     name: str

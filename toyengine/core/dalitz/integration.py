@@ -24,7 +24,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from .kinematics import DalitzKinematics, Vetoes
+from .dalitz_plot import DalitzKinematics, Vetoes
 
 __all__ = ["MassQuadrature", "RowGrid", "composite_gauss_legendre"]
 

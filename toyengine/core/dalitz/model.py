@@ -39,12 +39,12 @@ import numpy as np
 from ...errors import ModelError
 from ..params import ParameterSet
 from ..streams import DataStreams, as_streams
+from .dalitz_plot import DalitzKinematics, Vetoes
 from .data import Component, DalitzData, RunSample, RunSpec
 from .integration import MassQuadrature, PairSpline, RowGrid
-from .kinematics import DalitzKinematics, Vetoes
-from .lineshapes import legendre
 from .nll import DalitzNLL
 from .normalisation import _NormGrid
+from .resonances import legendre
 from .space import space_mismatch
 from .state import _State
 

@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...errors import ModelError
+from ..likelihood import Likelihood, NormalConstraint
 from .data import DalitzData
-from .lineshapes import legendre
+from .resonances import legendre
 from .state import _State
 
 if TYPE_CHECKING:
     from .model import DalitzModel
 
-class DalitzNLL:
+class DalitzNLL(Likelihood):
     """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
 
     The gradient is analytic in all parameters: coefficients, yields and lineshape
@@ -29,6 +30,8 @@ class DalitzNLL:
     """
 
     errordef = 0.5
+    has_grad = True
+    has_expected_hessian = True
 
     def __init__(self, model: DalitzModel, data: DalitzData,
                  weights: Mapping[str, np.ndarray] | None = None):
@@ -103,6 +106,7 @@ class DalitzNLL:
         self._terms_key: bytes | None = None
         self._terms_out: tuple = ()
         self._yield_idx = np.concatenate([model._sig_idx, self.bk_idx]).astype(int)
+        self.constraint = NormalConstraint(model._cidx, model._cmu, model._csig)
         # per component with floating lineshape parameters: their positions in
         # Component.params and their indices in the parameter vector
         free = model.parameters.free_mask
@@ -112,6 +116,16 @@ class DalitzNLL:
     @property
     def n_events(self) -> int:
         return int(self.x.size)
+
+    @property
+    def ndata(self) -> float:
+        """The number of events outside the vetoes."""
+        return float(self.x.size)
+
+    @property
+    def weights(self) -> np.ndarray | None:  # type: ignore[override]
+        """Per-event weights (None: unweighted)."""
+        return self.w
 
     def _terms(self, x: np.ndarray):
         """``(c, I_r, A, |A|², signal, total)`` at ``x`` (the state brought to ``x``); kept
@@ -135,14 +149,13 @@ class DalitzNLL:
         self._terms_key, self._terms_out = key, (c, norms, A, a2, sig, tot)
         return self._terms_out
 
-    def __call__(self, x: np.ndarray) -> float:
+    def _call(self, x: np.ndarray) -> float:
         x = np.asarray(x, float)
         _, norms, _, _, _, tot = self._terms(x)
         return self._value(x, norms, tot)
 
     def _value(self, x: np.ndarray, norms: np.ndarray, tot: np.ndarray) -> float:
         """−ln L from the terms of :meth:`_terms`."""
-        m = self.model
         nl = norms.tolist()
         if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
@@ -152,12 +165,10 @@ class DalitzNLL:
                     # order depends on its threads: unit weights give exactly the
                     # unweighted value, on any machine
                     - np.sum(logs if self.w is None else self.w * logs))
-        if m._cidx.size:
-            d = (x[m._cidx] - m._cmu) / m._csig
-            val += 0.5 * float(d @ d)
+        val = self.constraint.add_value(val, x, dot=True)
         return val if math.isfinite(val) else 1e30
 
-    def grad(self, x: np.ndarray) -> np.ndarray:
+    def _grad(self, x: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`__call__` on the full parameter vector (zeros for fixed)."""
         x = np.asarray(x, float)
         m = self.model
@@ -189,8 +200,7 @@ class DalitzNLL:
         np.add.at(g, m._c_idx[:, 0], d_a)
         np.add.at(g, m._c_idx[:, 1], d_b)
         # constraints
-        if m._cidx.size:
-            np.add.at(g, m._cidx, (x[m._cidx] - m._cmu) / m._csig**2)
+        self.constraint.add_grad(g, x)
         # lineshape parameters, exactly: ∂(−Σ ln tot)/∂θ = −2 Re(c_j Σ_i w_i A_i* ∂F_ij)
         # + Σ_r frac_r ∂I_r with ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (N_rjk = ∫ F_j F_k* ε) and
         # ∂F_j = n_j ∂g_j + (∂n_j/n_j) F_j, ∂n_j = −n_j³ Σ w Re(g_j* ∂g_j) (Eq. 5): all of it
@@ -268,7 +278,7 @@ class DalitzNLL:
         J[~free] = 0.0
         return J
 
-    def expected_hessian(self, x: np.ndarray) -> np.ndarray:
+    def _expected_hessian(self, x: np.ndarray) -> np.ndarray:
         """The expected (Fisher) information of :meth:`__call__` as a Hessian estimate:
         ``Σ_i w_i ∂_a tot_i ∂_b tot_i / tot_i²`` (:meth:`event_jacobian`; ``|w_i|`` for
         negative weights, so that it stays positive semi-definite) plus the Gaussian
@@ -295,8 +305,8 @@ class DalitzNLL:
         Jw = J[free] * root
         h = np.zeros((x.size, x.size))
         h[np.ix_(free, free)] = Jw @ Jw.T  # exactly symmetric (one operand, transposed)
-        if m._cidx.size:
-            np.add.at(h, (m._cidx, m._cidx), 1.0 / m._csig**2)
+        if self.constraint.size:
+            self.constraint.add_hessian(h)
             h[~m.parameters.free_mask] = 0.0
             h[:, ~m.parameters.free_mask] = 0.0
         return h
@@ -326,7 +336,7 @@ class DalitzNLL:
         return _CouplingNLL(self, idx, comp, omega)
 
 
-class _CouplingNLL:
+class _CouplingNLL(Likelihood):
     """:class:`DalitzNLL` as a function of some cartesian coefficients alone, with its exact
     gradient and Hessian in them (:meth:`DalitzNLL.restricted`).
 
@@ -342,6 +352,8 @@ class _CouplingNLL:
     """
 
     errordef = 0.5
+    has_grad = True
+    has_hessian = True
 
     def __init__(self, nll: DalitzNLL, idx: np.ndarray, comp: np.ndarray,
                  omega: np.ndarray) -> None:
@@ -349,11 +361,7 @@ class _CouplingNLL:
         self.idx = idx
         self.comp = comp
         self.omega = omega
-        m = nll.model
-        con = np.isin(m._cidx, idx)
-        self._con_idx = m._cidx[con]
-        self._con_mu = m._cmu[con]
-        self._con_sig = m._csig[con]
+        self.constraint = nll.constraint.subset(np.isin(nll.constraint.idx, idx))
         self._key: bytes | None = None
         self._out: tuple[float, np.ndarray, np.ndarray] | None = None
         self._base_key: bytes | None = None
@@ -433,24 +441,32 @@ class _CouplingNLL:
         n = x.size
         g = np.zeros(n)
         h = np.zeros((n, n))
-        if self._con_idx.size:
-            pos = np.searchsorted(self.idx, self._con_idx)
-            ga[pos] += (x[self._con_idx] - self._con_mu) / self._con_sig**2
-            ha[pos, pos] += 1.0 / self._con_sig**2
+        if self.constraint.size:
+            pos = np.searchsorted(self.idx, self.constraint.idx)
+            self.constraint.add_grad(ga, x, at=pos)
+            self.constraint.add_hessian(ha, at=pos)
         g[self.idx] = ga
         h[np.ix_(self.idx, self.idx)] = ha
         val = nll._value(x, I, tot)
         self._key, self._out = key, (val, g, h)
         return self._out
 
-    def __call__(self, x: np.ndarray) -> float:
+    @property
+    def ndata(self) -> float:
+        return self.nll.ndata
+
+    @property
+    def weights(self) -> np.ndarray | None:  # type: ignore[override]
+        return self.nll.w
+
+    def _call(self, x: np.ndarray) -> float:
         return self._eval(x)[0]
 
-    def grad(self, x: np.ndarray) -> np.ndarray:
+    def _grad(self, x: np.ndarray) -> np.ndarray:
         """Gradient on the full vector (zero outside the floating coefficients)."""
         return self._eval(x)[1].copy()
 
-    def hessian(self, x: np.ndarray) -> np.ndarray:
+    def _hessian(self, x: np.ndarray) -> np.ndarray:
         """Hessian on the full vector (zero outside the floating coefficients' block)."""
         return self._eval(x)[2].copy()
 

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from .dalitz_plot import DalitzKinematics
 from .data import Component
 from .integration import MassQuadrature, PairSpline, RowGrid, refined_row_points
-from .kinematics import DalitzKinematics
-from .lineshapes import legendre
 from .maps import SDPSpline
+from .resonances import legendre
 
 
 # ---------------------------------------------------------------------------------------

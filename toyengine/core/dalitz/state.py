@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .lineshapes import legendre
 from .normalisation import _NormGrid
+from .resonances import legendre
 
 if TYPE_CHECKING:
     from .model import DalitzModel

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ModelError
-from .kinematics import PAIRS, DalitzKinematics
+from ..lineshapes import _BW_COEFFS, blatt_weisskopf_polynomial
+from .dalitz_plot import PAIRS, DalitzKinematics
 
 __all__ = [
     "KINDS",
@@ -39,27 +40,14 @@ __all__ = [
     "zemach_radial",
 ]
 
-_BW_COEFFS = {
-    0: (1.0,),
-    1: (1.0, 1.0),
-    2: (9.0, 3.0, 1.0),
-    3: (225.0, 45.0, 6.0, 1.0),
-    4: (11025.0, 1575.0, 135.0, 10.0, 1.0),
-    5: (893025.0, 99225.0, 6300.0, 315.0, 15.0, 1.0),
-}
-
 
 def blatt_weisskopf_d(z: np.ndarray | float, L: int) -> np.ndarray:
     """Blatt–Weisskopf polynomial ``D_L(z)`` (von Hippel and Quigg), so that
     ``X_L(z) = sqrt(D_L(z0)/D_L(z))``; e.g. ``D_2 = z⁴ + 3z² + 9``."""
-    if L not in _BW_COEFFS:
+    if L not in range(len(_BW_COEFFS)):
         msg = f"Blatt-Weisskopf factor: spin L = {L} not supported (0..5)"
         raise ModelError(msg)
-    z2 = np.asarray(z, float) ** 2
-    out = np.zeros_like(z2)
-    for c in reversed(_BW_COEFFS[L]):
-        out = out * z2 + c
-    return out
+    return blatt_weisskopf_polynomial(z, L)
 
 
 def legendre(cos: np.ndarray, L: int) -> np.ndarray:
@@ -237,7 +225,8 @@ class Lineshape:
         if kind == "flat":
             return out
         rows = {k: r for r, k in enumerate(which)}
-        from . import kernels  # numba: compiled on first use, never at import toyengine
+        # numba: compiled on first use, never at import toyengine
+        from . import resonance_kernels as kernels
 
         if kind == "rbw":
             L = self.spin
@@ -282,7 +271,8 @@ class Lineshape:
         kind = self.kind
         if kind == "flat":
             return np.ones(geom["m"].shape, complex)
-        from . import kernels  # numba: compiled on first use, never at import toyengine
+        # numba: compiled on first use, never at import toyengine
+        from . import resonance_kernels as kernels
 
         if kind == "rbw":
             L = self.spin

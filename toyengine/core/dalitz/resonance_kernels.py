@@ -6,7 +6,7 @@ Eqs. (7)–(10), and their exact parameter derivatives, one pass over the points
 a dozen whole-array numpy operations (a Z_c(4100) likelihood evaluates them at every
 event, thousands of points, on every call). The parameter-only terms (pole momentum,
 Blatt–Weisskopf factor at the pole, their derivatives) are computed by the caller,
-:class:`toyengine.core.dalitz.lineshapes.Lineshape`, which imports this module when a
+:class:`toyengine.core.dalitz.resonances.Lineshape`, which imports this module when a
 lineshape is first evaluated, never at ``import toyengine``. The compiled code is cached
 next to this file (or in numba's cache directory where that is read-only).
 """

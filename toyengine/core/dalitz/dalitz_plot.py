@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ModelError
+from ..kinematics import kallen, two_body_momentum
 
 __all__ = [
     "ETAC",
@@ -44,8 +45,6 @@ __all__ = [
     "Pair",
     "PairVariables",
     "Vetoes",
-    "kallen",
-    "two_body_momentum",
 ]
 
 #: particle indices
@@ -57,23 +56,6 @@ M_B0_2018 = 5.27963
 M_ETAC_2018 = 2.9839
 M_K_2018 = 0.493677
 M_PI_2018 = 0.13957061
-
-
-def kallen(x: np.ndarray | float, y: np.ndarray | float, z: np.ndarray | float) -> np.ndarray:
-    """Källén function λ(x, y, z) = x² + y² + z² − 2xy − 2yz − 2zx."""
-    x, y, z = np.asarray(x, float), np.asarray(y, float), np.asarray(z, float)
-    return x * x + y * y + z * z - 2.0 * (x * y + y * z + z * x)
-
-
-def two_body_momentum(m: np.ndarray | float, m1: float, m2: float) -> np.ndarray:
-    """Momentum of either daughter in the rest frame of mass ``m`` → ``m1 m2``.
-
-    ``λ^{1/2}(m², m1², m2²)/(2m)``; exactly 0 where λ < 0 (below threshold
-    or above the kinematic limit), never NaN.
-    """
-    m = np.asarray(m, float)
-    lam = kallen(m * m, m1 * m1, m2 * m2)
-    return np.sqrt(np.clip(lam, 0.0, None)) / (2.0 * np.where(m > 0, m, 1.0))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from toyengine.core.fit import _DEFAULT_TOL, fit
+from toyengine.core.fit import fit
+from toyengine.core.minimize import _DEFAULT_TOL
 from toyengine.core.newton import edm_threshold
 from toyengine.models.gauss import build_gauss
 

@@ -171,3 +171,27 @@ def test_truth_and_mean_are_printed_to_the_precision_of_the_spread():
     assert row[3].text == "5280.000"  # truth, to the 3rd significant digit of ~0.5
     assert row[6].text == f"{mean:.3f}"
     assert row[6].text != row[3].text
+
+
+def test_fits_at_a_limit_are_counted_and_named():
+    """A parameter whose fits end on its limit in some toys: the table says how many, so a
+    flagged pull width has its likely cause next to it (the store's ``at_limit``)."""
+    ds, _, _ = _gauss_ensemble(np.random.default_rng(4), 200)
+    at = np.zeros((1, 200, 1, 2), bool)
+    at[0, :30, 0, 1] = True  # 30 toys of "width" at a limit
+    ds["at_limit"] = (("variant", "toy", "hypothesis", "param"), at)
+    table = pull_summary(ds)
+    assert [r.n_at_limit for r in table.rows] == [0, 30]
+    note = [n for n in table.table().notes if "ended at a limit" in n]
+    assert len(note) == 1 and "width 30/200" in note[0] and "mass" not in note[0]
+
+
+def test_stores_without_at_limit_report_none():
+    """A store of format 3 (before ``at_limit``) and one with no fit at a limit."""
+    ds, _, _ = _gauss_ensemble(np.random.default_rng(4), 50)
+    assert not ds["at_limit"].any()
+    assert not [n for n in pull_summary(ds).table().notes if "ended at a limit" in n]
+    ds = ds.drop_vars("at_limit")
+    table = pull_summary(ds)
+    assert all(r.n_at_limit == 0 for r in table.rows)
+    assert not [n for n in table.table().notes if "ended at a limit" in n]

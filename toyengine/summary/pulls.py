@@ -22,7 +22,7 @@ Fixed parameters (no finite HESSE error in any used toy) are skipped.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,10 @@ class PullRow:
     coverage_naive, pull_width_naive, coverage_sumw2, pull_width_sumw2 : float
         Coverage and pull width with the naive and the sum-of-weights-squared errors of a
         fit to sWeighted data (NaN for other stores).
+    n_at_limit : int
+        Of the toys used, those whose fit ended on (or was refitted fixed at) a limit of
+        this parameter (the store's ``at_limit``; 0 for stores written before it existed):
+        their pulls are not Gaussian.
     """
 
     variant: int
@@ -104,6 +108,7 @@ class PullRow:
     pull_width_naive: float = math.nan
     coverage_sumw2: float = math.nan
     pull_width_sumw2: float = math.nan
+    n_at_limit: int = 0
 
 
 _CSV_FIELDS = tuple(PullRow.__dataclass_fields__)
@@ -214,6 +219,13 @@ class PullTable:
                "brackets): both ignore the uncertainty of the sWeights."] if weighted else []),
             *([f"! = pull mean more than 3σ from 0 or width more than 3σ from 1 "
                f"({n_flag} flagged)."] if n_flag else []),
+            *(["fits that ended at a limit of the parameter (their pulls are not Gaussian: "
+               "a flag there may be the boundary, not a bias; docs/statistics.md, Pulls): "
+               + ", ".join(f"{display.get(r.param, r.param)}"
+                           + ("" if one_variant else f" ({r.variant_name or r.variant})")
+                           + f" {r.n_at_limit}/{r.n_used}"
+                           for r in self.rows if r.n_at_limit)] if any(
+                r.n_at_limit for r in self.rows) else []),
             "failed = attempted fits that did not converge / attempted fits; "
             + (
                 "invalid fits ARE included in the numbers (include_failed=True)."
@@ -392,6 +404,7 @@ def pull_summary(
     alt_all = {k: ds[f"error_{k}"].transpose(*dims).values for k in ("naive", "sumw2")
                if f"error_{k}" in ds}
     okv = ok_all.transpose("variant", "toy", "hypothesis").values
+    at_limit = ds["at_limit"].transpose(*dims).values if "at_limit" in ds else None
     donev = done.transpose("variant", "toy", "hypothesis").values
     validv = valid.transpose("variant", "toy", "hypothesis").values
     all_hyps = [str(h) for h in ds["hypothesis"].values]
@@ -436,6 +449,10 @@ def pull_summary(
                     cl,
                     {k: e[v, :, ih, ip] for k, e in alt_all.items()},
                 )
+                if r is not None and at_limit is not None:
+                    used = okv[v, :, ih] & np.isfinite(value[v, :, ih, ip]) & np.isfinite(
+                        error[v, :, ih, ip])
+                    r = replace(r, n_at_limit=int((at_limit[v, :, ih, ip] & used).sum()))
                 if r is not None:
                     rows.append(r)
     return PullTable(

@@ -284,55 +284,8 @@ def _map(spec: str, kind: str, base: Path, cache: dict[tuple[str, str], SDPHisto
     return cache[key]
 
 
-def build_dalitz(options: Mapping[str, Any] | None = None,
-                 rng: np.random.Generator | None = None, *, name: str = "dalitz",
-                 base_dir: Path | None = None,
-                 preloaded: Mapping[str, SDPHistogram] | None = None,
-                 cls: type[DeclaredDalitzModel] | None = None) -> DeclaredDalitzModel:
-    """Build a declared three-body Dalitz-plot model (LHCb, Eur. Phys. J. C 78 (2018) 1019,
-    Sects. 5–6; Laura++, Comput. Phys. Commun. 231 (2018) 198).
-
-    Parameters
-    ----------
-    options : mapping
-        Declared (types, ranges, defaults) by :class:`DalitzOptions`: ``parent`` and
-        ``daughters`` ({name, mass in MeV}), ``isobars`` (each with ``pair``, ``lineshape``,
-        ``spin``, ``radius``, its lineshape parameters ``mass``/``width``/``a``/``r``,
-        ``coefficient`` and ``reference``), ``runs`` ({run: {efficiency, backgrounds,
-        yields}}), ``coefficients``, ``yields``, ``map_dir``, ``vetoes``, ``smearing``
-        (``smearing_bins``, ``smearing_radius``), ``draw``, ``scan`` and ``grid``.
-    rng : numpy.random.Generator, optional
-        Needed only for smearing and parameter draws.
-    name : str
-        The model's name in messages.
-    base_dir : Path, optional
-        Directory of relative map files when ``map_dir`` is unset (default: the working
-        directory).
-    preloaded : mapping, optional
-        Maps held in memory, by the name the declaration gives them (stand-ins built by
-        another builder).
-    cls : type, optional
-        A subclass of :class:`DeclaredDalitzModel` to build.
-
-    Returns
-    -------
-    DeclaredDalitzModel
-        Parameters, in order: per isobar its new lineshape parameters (``m_``, ``w_``,
-        ``a_``, ``r_<isobar>`` unless named) then its coefficient (``re_``/``im_`` or
-        ``mag_``/``ph_<isobar>``); then per run ``n_sig_<run>`` and ``n_<background>_<run>``.
-
-    Raises
-    ------
-    OptionError
-        One line naming the field: a typo, an unknown daughter in a pair, a spin the
-        lineshape cannot take, daughter masses that close the phase space, a pole outside
-        the pair's mass range, a parameter named twice or never declared.
-    """
-    opts = DalitzOptions.parse(options).as_dict()
-    if (opts["smearing"] != "none" or opts["draw"] != "none") and rng is None:
-        msg = f"{name} model: smearing and parameter draws need an rng (numpy.random.Generator)"
-        raise ModelError(msg)
-    # --- particles and kinematics ---------------------------------------------------------
+def _kinematics(opts: dict[str, Any]) -> tuple[list[str], DalitzKinematics, Vetoes]:
+    """The daughters' names, the kinematics and the vetoes of a declaration."""
     names = [d["name"] for d in opts["daughters"]]
     for i, n in enumerate(names):
         if names.index(n) != i:
@@ -358,8 +311,14 @@ def build_dalitz(options: Mapping[str, Any] | None = None,
         raise _fail(("vetoes", "border"), vd["border"], "a border veto narrower than half "
                     f"the m(d1 d2) range {(hi12 - lo12) * 1e3:.1f} MeV")
     vetoes = Vetoes(d0=interval, border=border)
+    return names, kin, vetoes
 
-    # --- isobars and their parameters ---------------------------------------------------
+
+def _isobars(opts: dict[str, Any], names: list[str]
+             ) -> tuple[list[Parameter], dict[str, int], list[Component],
+                        list[tuple[int, float, str]]]:
+    """The isobars' parameters (lineshape parameters, then the coefficient, per isobar),
+    their positions by name, the components and the parameters that a draw varies."""
     polar = opts["coefficients"] == "polar"
     params: list[Parameter] = []
     declared: dict[str, int] = {}  # parameter name -> position in params
@@ -449,12 +408,17 @@ def build_dalitz(options: Mapping[str, Any] | None = None,
         ref_k = next(k for k, i in enumerate(opts["isobars"]) if i["reference"])
         raise _fail(("isobars", ref_k, "reference"), True, "the reference amplitude as the "
                     "first isobar")
-    # parameter draws (a random variant): in declaration order, mass before width
-    if opts["draw"] != "none":
-        assert rng is not None
+    return params, declared, comps, draws
+
+
+def _draw(params: list[Parameter], draws: list[tuple[int, float, str]], kind: str,
+          rng: np.random.Generator) -> None:
+    """Parameter draws of a random variant, in ``params`` (in place): in declaration order,
+    mass before width."""
+    if kind != "none":
         for i_p, sig, role in draws:
             p = params[i_p]
-            if opts["draw"] == "uniform":
+            if kind == "uniform":
                 v = p.value + sig * rng.uniform(-1.0, 1.0)
             else:
                 v = p.value + sig * rng.standard_normal()
@@ -463,7 +427,12 @@ def build_dalitz(options: Mapping[str, Any] | None = None,
             params[i_p] = Parameter(p.name, v, p.limits, fixed=p.fixed, constraint=p.constraint,
                                     step=p.step, unit=p.unit, label=p.label)
 
-    # --- maps, runs and yields ------------------------------------------------------------
+
+def _runs(opts: dict[str, Any], params: list[Parameter], declared: dict[str, int],
+          rng: np.random.Generator | None, base_dir: Path | None,
+          preloaded: Mapping[str, SDPHistogram] | None) -> list[RunSpec]:
+    """The runs (subsamples): their maps, smeared where the declaration says, and their
+    yields, appended to ``params``."""
     if opts["map_dir"] is not None:
         base = Path(opts["map_dir"])
     else:
@@ -511,6 +480,64 @@ def build_dalitz(options: Mapping[str, Any] | None = None,
     for i, s in enumerate(opts["scan"]):
         if s not in declared:
             raise _fail(("scan", i), s, f"a parameter of the model (known: {sorted(declared)})")
+    return runs
+
+
+def build_dalitz(options: Mapping[str, Any] | None = None,
+                 rng: np.random.Generator | None = None, *, name: str = "dalitz",
+                 base_dir: Path | None = None,
+                 preloaded: Mapping[str, SDPHistogram] | None = None,
+                 cls: type[DeclaredDalitzModel] | None = None) -> DeclaredDalitzModel:
+    """Build a declared three-body Dalitz-plot model (LHCb, Eur. Phys. J. C 78 (2018) 1019,
+    Sects. 5–6; Laura++, Comput. Phys. Commun. 231 (2018) 198).
+
+    Parameters
+    ----------
+    options : mapping
+        Declared (types, ranges, defaults) by :class:`DalitzOptions`: ``parent`` and
+        ``daughters`` ({name, mass in MeV}), ``isobars`` (each with ``pair``, ``lineshape``,
+        ``spin``, ``radius``, its lineshape parameters ``mass``/``width``/``a``/``r``,
+        ``coefficient`` and ``reference``), ``runs`` ({run: {efficiency, backgrounds,
+        yields}}), ``coefficients``, ``yields``, ``map_dir``, ``vetoes``, ``smearing``
+        (``smearing_bins``, ``smearing_radius``), ``draw``, ``scan`` and ``grid``.
+    rng : numpy.random.Generator, optional
+        Needed only for smearing and parameter draws.
+    name : str
+        The model's name in messages.
+    base_dir : Path, optional
+        Directory of relative map files when ``map_dir`` is unset (default: the working
+        directory).
+    preloaded : mapping, optional
+        Maps held in memory, by the name the declaration gives them (stand-ins built by
+        another builder).
+    cls : type, optional
+        A subclass of :class:`DeclaredDalitzModel` to build.
+
+    Returns
+    -------
+    DeclaredDalitzModel
+        Parameters, in order: per isobar its new lineshape parameters (``m_``, ``w_``,
+        ``a_``, ``r_<isobar>`` unless named) then its coefficient (``re_``/``im_`` or
+        ``mag_``/``ph_<isobar>``); then per run ``n_sig_<run>`` and ``n_<background>_<run>``.
+
+    Raises
+    ------
+    OptionError
+        One line naming the field: a typo, an unknown daughter in a pair, a spin the
+        lineshape cannot take, daughter masses that close the phase space, a pole outside
+        the pair's mass range, a parameter named twice or never declared.
+    """
+    opts = DalitzOptions.parse(options).as_dict()
+    if (opts["smearing"] != "none" or opts["draw"] != "none") and rng is None:
+        msg = f"{name} model: smearing and parameter draws need an rng (numpy.random.Generator)"
+        raise ModelError(msg)
+    names, kin, vetoes = _kinematics(opts)
+    polar = opts["coefficients"] == "polar"
+    params, declared, comps, draws = _isobars(opts, names)
+    if opts["draw"] != "none":
+        assert rng is not None
+        _draw(params, draws, opts["draw"], rng)
+    runs = _runs(opts, params, declared, rng, base_dir, preloaded)
     # pole masses outside the pair's range, zero widths: one line naming the isobar
     x0 = np.array([p.value for p in params])
     for k, c in enumerate(comps):

@@ -9,8 +9,9 @@ from scipy import integrate, stats
 from toyengine.core.fit import FitStatus, fit
 from toyengine.core.kinematics import MASSES_PDG2020 as M
 from toyengine.core.lineshapes import rbw_density
-from toyengine.core.model1d import Component, Model1D, Observable, sample_piecewise_linear
+from toyengine.core.model1d import Component, Model1D, Observable
 from toyengine.core.params import Parameter, ParameterSet
+from toyengine.core.piecewise import sample_piecewise_linear
 from toyengine.core.resolution import Resolution
 from toyengine.core.shapes import RelativisticBW
 from toyengine.errors import ModelError

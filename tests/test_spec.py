@@ -86,7 +86,7 @@ def test_zc4100_studies_validate_and_one_toy_runs():
 
     root = Path(__file__).parent.parent / "studies" / "zc4100"
     files = sorted(root.glob("*.yaml"))
-    assert len(files) == 7
+    assert len(files) == 8  # with declared_significance.yaml (the dalitz builder)
     specs = {f.stem: load_spec(f) for f in files}
     res = run_chunk(Plan.of(specs["significance"]), Chunk(0, 0, 0, 1))
     # both fits (H0, H1) ran and converged: a fit that raised would be FitStatus.EXCEPTION
@@ -96,17 +96,24 @@ def test_zc4100_studies_validate_and_one_toy_runs():
     assert np.all(res.arrays["n_events"] > 1000)
 
 
-def _counting_gauss(calls):
+def _counting_gauss(calls, build_every_variant=False):
+    """The gauss builder, counting its builds, declared as expensive to build (as the
+    Dalitz builders are) unless ``build_every_variant``."""
     from toyengine.models import BUILDERS, register_builder
     from toyengine.models.gauss import GaussOptions
 
     original = BUILDERS["gauss"]
 
+    class Options(GaussOptions):
+        pass
+
+    Options.build_every_variant = build_every_variant
+
     def build(options, rng=None):
         calls.append(dict(options))
         return original.build(options, rng)
 
-    register_builder("gauss", build, GaussOptions)
+    register_builder("gauss", build, Options)
     return original
 
 
@@ -143,5 +150,20 @@ def test_validation_builds_only_the_nominal_models():
         assert len(calls) == 1 + 5  # the nominal one was cached; the five variants built
         with pytest.raises(SpecError, match=r"variants\[1\].*sigma"):
             StudySpec.from_text(_VARIANTS_STUDY.replace("sigma: 1.07", "sigma: -1"))
+    finally:
+        BUILDERS["gauss"] = original
+
+
+def test_cheap_builders_build_every_variant():
+    """A builder that does not declare itself expensive has every variant's model built
+    when the study is checked, so that its cross-field checks fail before a toy."""
+    from toyengine.models import BUILDERS
+
+    calls: list[dict] = []
+    original = _counting_gauss(calls, build_every_variant=True)
+    try:
+        # events: 38, a study of its own (models built before are cached by their options)
+        StudySpec.from_text(_VARIANTS_STUDY.replace("POI", "mu").replace("37", "38"))
+        assert len(calls) == 6
     finally:
         BUILDERS["gauss"] = original

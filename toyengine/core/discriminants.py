@@ -79,7 +79,7 @@ class Density1D:
 
     def sample(self, u: np.ndarray) -> np.ndarray:
         """The inverse CDF at uniforms ``u``."""
-        from .model1d import inverse_cdf_piecewise_linear
+        from .piecewise import inverse_cdf_piecewise_linear
 
         return inverse_cdf_piecewise_linear(self.grid, self.dens, u)
 

@@ -188,6 +188,7 @@ class DalitzOptions(BuilderOptions):
     file (parent, daughters, isobars, runs with maps and yields; ``docs/models.md``)."""
 
     builder_name: ClassVar[str] = "dalitz"
+    build_every_variant: ClassVar[bool] = False  # a normalisation grid per model
 
     parent: ParticleDecl = Field(description="decaying particle {name, mass (MeV)}")
     daughters: Annotated[list[ParticleDecl], Len(3, 3)] = Field(

@@ -94,6 +94,12 @@ class BuilderOptions(StrictModel):
 
     #: the builder's name, used in messages; set by ``register_builder``
     builder_name: ClassVar[str] = "model"
+    #: whether checking a study builds the model of every variant (True: cheap builders,
+    #: whose cross-field checks then run for every variant before a toy) or only the
+    #: nominal one, a variant that changes options alone being checked against this
+    #: declaration and built when the plan needs it (False: Dalitz models, a
+    #: normalisation grid each)
+    build_every_variant: ClassVar[bool] = True
 
     @classmethod
     def parse(cls, options: Mapping[str, Any] | None) -> Self:

@@ -142,6 +142,7 @@ class Zc4100Options(BuilderOptions):
     Eur. Phys. J. C 78 (2018) 1019 (baseline K+π− resonances, nominal with Zc(4100)−)."""
 
     builder_name: ClassVar[str] = "zc4100"
+    build_every_variant: ClassVar[bool] = False  # a normalisation grid per model
 
     hypothesis: Literal["baseline", "nominal"] = Field(
         "nominal", description="K+π− resonances only, or + Zc(4100)−")

@@ -476,12 +476,16 @@ def _validate_by_building(spec: StudySpec, source: str) -> None:
     and the data file.
 
     The options of every variant were already checked against the builder's declaration
-    (:func:`_check_options`): a variant that only changes options is not built here (a
-    study of 100 Dalitz-model variants would build 100 normalisation grids before its
-    first toy), but when the plan needs it. Only a ``poi`` not found among the parameters
-    of the models built so far makes the remaining variants' models be built, before it is
-    refused. Plug-in builders, whose options have no declaration, are built for every
-    variant as before (one of each random variant group)."""
+    (:func:`_check_options`); for a builder whose models are expensive to build
+    (``build_every_variant = False`` in its declaration: the Dalitz builders), a variant
+    that only changes options is not built here (a study of 100 Dalitz-model variants
+    would build 100 normalisation grids before its first toy), but when the plan needs
+    it; the models of the other builders are built for every variant, so that their
+    cross-field checks (a component reading a dropped parameter) fail now. Only a ``poi``
+    not found among the parameters of the models built so far makes the remaining
+    variants' models be built, before it is refused. Plug-in builders, whose options have
+    no declaration, are built for every variant as before (one of each random variant
+    group)."""
     seen_random = False
     params: set[str] = set()
     deferred: list[tuple[Variant, str]] = []
@@ -490,7 +494,8 @@ def _validate_by_building(spec: StudySpec, source: str) -> None:
         for mname in dict.fromkeys((*spec.hypotheses, v.generate, *injected)):
             cfg = spec.model_config(v, mname)
             declared = cfg["builder"] in BUILDERS
-            if v.index > 0 and declared and not cfg.get("parameters"):
+            if (v.index > 0 and declared and not cfg.get("parameters")
+                    and not BUILDERS[cfg["builder"]].options.build_every_variant):
                 deferred.append((v, mname))
                 continue
             if v.random and v.index > 0 and not declared:

@@ -29,7 +29,7 @@ from annotated_types import Len
 from pydantic import Field, field_validator, model_validator
 
 from ..errors import ModelError, OptionError
-from .dalitz import DeclaredDalitzModel, build_dalitz
+from .dalitz import DeclaredDalitzModel, GridDecl, build_dalitz
 from .options import BuilderOptions, FiniteFloat, Pair, ordered_pair
 from .zc4100_maps import background_maps, efficiency_maps
 
@@ -122,21 +122,6 @@ class MassOptions(BuilderOptions):
         return self
 
 
-class GridOptions(BuilderOptions):
-    """Normalisation-grid options of :class:`toyengine.core.dalitz.DalitzModel` (unset: its
-    defaults)."""
-
-    n_m: int | None = Field(None, ge=2, le=64, description="rows per knot interval")
-    du: FiniteFloat | None = Field(None, ge=0.005, le=0.5, description="row spacing")
-    n_t: int | None = Field(None, ge=2, le=64, description="points per angular panel")
-    t_panels: int | None = Field(None, ge=1, le=32, description="angular panels")
-    norm_n: int | None = Field(None, ge=2, le=64, description="1-D rule points")
-    norm_du: FiniteFloat | None = Field(None, ge=0.005, le=0.5, description="1-D rule step")
-    spline_dm: FiniteFloat | None = Field(None, ge=1e-4, le=0.1, description="spline step")
-    knot_breaks: bool | None = Field(None, description="break rows at line-shape knots")
-    coarse_du: FiniteFloat | None = Field(None, ge=0.005, le=0.5, description="coarse rows")
-
-
 class Zc4100Options(BuilderOptions):
     """Options of the ``zc4100`` builder: the B0 → ηc K+ π− Dalitz models of LHCb,
     Eur. Phys. J. C 78 (2018) 1019 (baseline K+π− resonances, nominal with Zc(4100)−)."""
@@ -185,7 +170,7 @@ class Zc4100Options(BuilderOptions):
     border_width: FiniteFloat = Field(70.0, ge=0, le=500, description="border veto (MeV)")
     d0_veto: bool = Field(True, description="veto the D̄0 → K+π− band")
     masses: MassOptions = Field(default_factory=MassOptions, description="particle masses")
-    grid: GridOptions = Field(default_factory=GridOptions, description="normalisation grid")
+    grid: GridDecl = Field(default_factory=GridDecl, description="normalisation grid")
 
     _limits = field_validator("zc_mass_limits", "zc_width_limits")(ordered_pair)
 

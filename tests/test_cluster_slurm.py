@@ -224,6 +224,10 @@ def test_lifetime_retires_workers_and_jobs_are_replaced(slurm: Slurm, reference:
     assert slurm.wait_empty("te-life", 30) == []
 
 
+# slow: SLURM's wall time has a one-minute granularity, so this test waits ≈ 80 s; the
+# default suite keeps the replacement of ended jobs (test_lifetime_retires_workers_and_jobs_
+# are_replaced) and the cancellation paths (test_client_killed_leaves_no_jobs_...)
+@pytest.mark.slow
 def test_preempted_and_wall_time_killed_jobs_are_replaced(slurm: Slurm, reference: Path,
                                                          tmp_path: Path) -> None:
     """Two jobs with a 1 min wall time: job A is cancelled (pre-emption) once chunks are
@@ -323,8 +327,10 @@ def test_queue_that_starts_nothing_times_out(slurm: Slurm, tmp_path: Path) -> No
         subprocess.run(["scancel", blocker], timeout=30, env=env)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
-                         ids=["SIGTERM", "SIGHUP", "SIGKILL"])
+@pytest.mark.parametrize("sig", [
+    # SIGTERM takes the same path as SIGHUP (jobs cancelled, exit 130): slow
+    pytest.param(signal.SIGTERM, marks=pytest.mark.slow), signal.SIGHUP, signal.SIGKILL],
+    ids=["SIGTERM", "SIGHUP", "SIGKILL"])
 def test_client_killed_leaves_no_jobs_and_rerun_resumes(slurm: Slurm, reference: Path,
                                                         tmp_path: Path, sig: int) -> None:
     """SIGTERM / SIGHUP: toyengine cancels its jobs and exits 130. SIGKILL: nothing can

@@ -90,7 +90,11 @@ def test_check_dalitz_model_reports() -> None:
     assert k >= 90 and rep["chi2"] < k + 5 * np.sqrt(2 * k)
 
 
-@pytest.mark.parametrize("study", ["bkpipi_significance.yaml", "bkpipi_model_variation.yaml"])
+@pytest.mark.parametrize("study", [
+    "bkpipi_significance.yaml",
+    # the same engine path with variants: slow (the default suite stays under 15 minutes)
+    pytest.param("bkpipi_model_variation.yaml", marks=pytest.mark.slow),
+])
 def test_example_runs_from_the_cli(study: str, tmp_path: Path, cli) -> None:
     store = tmp_path / "s.zarr"
     r = cli("run", EXAMPLES / study, "--store", store, "--toys", "2", "--workers", "1",

@@ -172,6 +172,9 @@ def _done_fraction(store: Path) -> float | None:
     return float(done.mean()) if done.size else None
 
 
+# slow: a worker SIGKILLed mid-run is in the default suite on a LocalCluster
+# (test_engine.py::test_worker_killed_mid_run); this is the same on hand-started processes
+@pytest.mark.slow
 def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> None:
     store = tmp_path / "kill.zarr"
     with hand_cluster(tmp_path / "dask") as c:

@@ -56,6 +56,9 @@ def test_gauss_exp_pulls_are_standard_normal(tmp_path):
         assert abs(r.pull_width - 1) < 3 * r.pull_width_err, r
 
 
+# slow: the walkthrough makes the calls of the README's Python snippet
+# (test_readme.py::test_readme_python_snippet_runs_as_a_script) plus a model variation
+@pytest.mark.slow
 def test_pulls_walkthrough_runs(tmp_path: Path):
     env = {**os.environ, "TOYENGINE_EXAMPLE_OUT": str(tmp_path)}
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "pulls_walkthrough.py")],

@@ -469,16 +469,33 @@ def _sweighted_errors(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyM
     the fit left free (not those it fixed at a limit). Where the covariance cannot be
     computed (no minimum, a singular Hessian) the three stay NaN, and ``error`` is NaN for a
     parameter on its limit: the toy has no valid error there, and the pulls summary leaves
-    it out of that parameter's row."""
+    it out of that parameter's row.
+
+    MINOS bounds (if the fit ran MINOS) are those of the weighted −ln L, whose curvature is
+    the naive error's: they are scaled by ``error / error_naive``, so that the interval keeps
+    the weighted likelihood's asymmetry and takes the corrected covariance's size (NaN where
+    ``error`` is)."""
     free = [n for n in res.free_names if n not in res.fixed_at_limit]
     cols = [pindex[n] for n in free]
     a["error"][(*at, cols)] = np.nan
-    if not (free and math.isfinite(res.nll)):
-        return
-    try:
-        cov = model.sweighted_covariance(data, res.values, free)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - no covariance: the errors stay NaN
-        return
+    cov = None
+    if free and math.isfinite(res.nll):
+        try:
+            cov = model.sweighted_covariance(data, res.values, free)  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - no covariance: the errors stay NaN
+            cov = None
+    if cov is not None:
+        _store_sweighted(a, at, model, res, free, cols, cov)
+    if res.minos_lower.size:
+        with np.errstate(invalid="ignore"):
+            scale = a["error"][(*at, cols)] / a["error_naive"][(*at, cols)]
+        for k in ("minos_lower", "minos_upper"):
+            a[k][(*at, cols)] *= scale
+
+
+def _store_sweighted(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyModel,
+                     res: FitResult, free: list[str], cols: list[int], cov: Any) -> None:
+    """Write the three errors of :func:`_sweighted_errors` from ``cov``."""
     with np.errstate(invalid="ignore"):
         for name, c in (("error", cov.corrected), ("error_naive", cov.naive),
                         ("error_sumw2", cov.sumw2)):
@@ -565,11 +582,11 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             cols = [pindex[nm] for nm in res.names]
             a["value"][i, h, cols] = res.values
             a["error"][i, h, cols] = res.errors
-            if "error_naive" in a:
-                _sweighted_errors(a, (i, h), model, data, res, pindex)
             if res.minos_lower.size:
                 a["minos_lower"][i, h, cols] = res.minos_lower
                 a["minos_upper"][i, h, cols] = res.minos_upper
+            if "error_naive" in a:
+                _sweighted_errors(a, (i, h), model, data, res, pindex)
             a["nll"][i, h] = res.nll
             a["valid"][i, h] = res.valid
             a["edm"][i, h] = res.edm

@@ -60,9 +60,11 @@ RECORD_FIELDS: tuple[Field, ...] = (
           "for fixed parameters); for a fit to sWeighted data the asymptotically correct "
           "error (see `error_naive`)"),
     Field("minos_lower", _HP, _F8, math.nan, "param",
-          "signed MINOS lower error (NaN when MINOS was not run or failed for that parameter)"),
+          "signed MINOS lower error (NaN when MINOS was not run or failed for that "
+          "parameter); for a fit to sWeighted data scaled by `error` / `error_naive`"),
     Field("minos_upper", _HP, _F8, math.nan, "param",
-          "signed MINOS upper error (NaN when MINOS was not run or failed for that parameter)"),
+          "signed MINOS upper error (NaN when MINOS was not run or failed for that "
+          "parameter); for a fit to sWeighted data scaled by `error` / `error_naive`"),
     Field("nll", _H, _F8, math.nan, "", "−ln L at the minimum"),
     Field("valid", _H, _B, False, "",
           "converged (MIGRAD valid, or Newton's EDM below tolerance) with a positive-definite "

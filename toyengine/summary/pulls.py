@@ -7,6 +7,10 @@ For each (variant, hypothesis, parameter) with a generation value (``truth``):
   (2018) 1019, Sect. 7);
 * pull ``g = (x̂ − x_true) / σ̂`` (HESSE), its mean ± σ_g/√n and width σ_g ± σ_g/√(2(n−1))
   (the large-n standard error of a Gaussian standard deviation);
+* if MINOS ran, the asymmetric pull ``g = (x̂ − x_true)/σ⁺`` for ``x̂ < x_true`` and
+  ``(x̂ − x_true)/|σ⁻|`` otherwise (the error towards the truth): where the likelihood is not
+  parabolic (a width on a few hundred events) the HESSE error grows with x̂, which pulls the
+  HESSE pull mean negative although x̂ itself is unbiased, and this pull does not;
 * coverage of the ±1σ intervals, HESSE ``|x̂ − x_true| ≤ σ̂`` and, if MINOS ran,
   ``x̂ + σ⁻ ≤ x_true ≤ x̂ + σ⁺``, with a Clopper–Pearson 68.27% interval; nominal 68.27%;
 * for fits to sWeighted data (stores with ``error_naive``; ``error`` is then the
@@ -69,6 +73,9 @@ class PullRow:
         Fraction of toys with the truth inside ±1σ̂, and its CP interval.
     coverage_minos, coverage_minos_lo, coverage_minos_hi : float
         Same for the MINOS interval (NaN when MINOS did not run); ``n_minos`` toys.
+    pull_mean_minos, pull_mean_minos_err, pull_width_minos, pull_width_minos_err : float
+        Mean and width of the asymmetric MINOS pull (module docstring) on the ``n_minos``
+        toys, with the errors of the HESSE ones (NaN when MINOS did not run).
     coverage_naive, pull_width_naive, coverage_sumw2, pull_width_sumw2 : float
         Coverage and pull width with the naive and the sum-of-weights-squared errors of a
         fit to sWeighted data (NaN for other stores).
@@ -104,6 +111,10 @@ class PullRow:
     coverage_minos_lo: float = math.nan
     coverage_minos_hi: float = math.nan
     n_minos: int = 0
+    pull_mean_minos: float = math.nan
+    pull_mean_minos_err: float = math.nan
+    pull_width_minos: float = math.nan
+    pull_width_minos_err: float = math.nan
     coverage_naive: float = math.nan
     pull_width_naive: float = math.nan
     coverage_sumw2: float = math.nan
@@ -164,6 +175,7 @@ class PullTable:
             "pull width",
             "cov. HESSE",
             "cov. MINOS",
+            "MINOS pull mean / width",
         )
         weighted = any(math.isfinite(r.coverage_naive) for r in self.rows)
         if weighted:
@@ -183,6 +195,12 @@ class PullTable:
                 f"{fmt_num(r.coverage_minos, 3)} [{fmt_num(r.coverage_minos_lo, 3)}, "
                 f"{fmt_num(r.coverage_minos_hi, 3)}]"
                 if r.n_minos
+                else "—"
+            )
+            pull_m = (
+                f"{fmt_num(r.pull_mean_minos, 2)} ± {fmt_num(r.pull_mean_minos_err, 1)} / "
+                f"{fmt_num(r.pull_width_minos, 3)} ± {fmt_num(r.pull_width_minos_err, 1)}"
+                if math.isfinite(r.pull_mean_minos)
                 else "—"
             )
             cells.append(
@@ -205,6 +223,7 @@ class PullTable:
                     f"{fmt_num(r.coverage_hesse, 3)} [{fmt_num(r.coverage_hesse_lo, 3)}, "
                     f"{fmt_num(r.coverage_hesse_hi, 3)}]",
                     cov_m,
+                    pull_m,
                     *((f"{fmt_num(r.coverage_naive, 3)} (width {fmt_num(r.pull_width_naive, 3)})",
                        f"{fmt_num(r.coverage_sumw2, 3)} (width {fmt_num(r.pull_width_sumw2, 3)})")
                       if weighted else ()),
@@ -213,6 +232,10 @@ class PullTable:
         notes = [
             "pull = (x̂ − truth)/σ̂(HESSE); width error σ/√(2(n−1)); coverage of ±1σ "
             "(nominal 0.683) with Clopper–Pearson 68.27% interval.",
+            *(["MINOS pull = (x̂ − truth)/σ⁺ below the truth, /|σ⁻| above it (the error "
+               "towards the truth): unlike the HESSE pull its mean is not pulled negative "
+               "when the error grows with the value (docs/statistics.md, Pulls)."]
+              if any(math.isfinite(r.pull_mean_minos) for r in self.rows) else []),
             *(["sWeighted fits: σ̂ is the asymptotically correct error (Langenbruch, Eur. "
                "Phys. J. C 82 (2022) 393); cov. naive and cov. Σw² use the inverse weighted "
                "Hessian and the sum-of-weights-squared error on the same toys (pull width in "
@@ -274,6 +297,21 @@ class PullTable:
         return jsonable(self)  # type: ignore[no-any-return]
 
 
+def _minos_pulls(d: np.ndarray, mlo: np.ndarray, mhi: np.ndarray) -> dict[str, float]:
+    """Mean and width (with their errors) of the asymmetric pulls ``d/σ⁺`` (``d < 0``) and
+    ``d/|σ⁻|`` (``d ≥ 0``) of the offsets ``d = x̂ − x_true``; toys whose error towards the
+    truth is 0 (MINOS on a limit) are left out."""
+    toward = np.where(d < 0, mhi, -mlo)
+    use = toward > 0
+    g = d[use] / toward[use]
+    n = int(g.size)
+    if n < 2:
+        return {}
+    w = float(g.std(ddof=1))
+    return dict(pull_mean_minos=float(g.mean()), pull_mean_minos_err=w / math.sqrt(n),
+                pull_width_minos=w, pull_width_minos_err=w / math.sqrt(2.0 * (n - 1)))
+
+
 def _off_by(x: float, target: float, err: float) -> bool:
     """``|x − target| > 3 err`` (False when either is not finite)."""
     return bool(math.isfinite(x) and math.isfinite(err) and err > 0
@@ -316,6 +354,7 @@ def _row(
     k_h = int(np.count_nonzero(np.abs(xs - truth) <= es))
     lo_h, hi_h = clopper_pearson(k_h, n, cl)
     cov_m = lo_m = hi_m = nan
+    minos_pull: dict[str, float] = {}
     n_m = 0
     if mlo is not None and mhi is not None:
         um = ok & np.isfinite(x) & np.isfinite(mlo) & np.isfinite(mhi)
@@ -325,6 +364,7 @@ def _row(
             k_m = int(np.count_nonzero(inside))
             cov_m = k_m / n_m
             lo_m, hi_m = clopper_pearson(k_m, n_m, cl)
+            minos_pull = _minos_pulls(x[um] - truth, mlo[um], mhi[um])
     extra = {}
     for name, e in (alt or {}).items():
         ea = e[use]
@@ -335,6 +375,7 @@ def _row(
             extra[f"pull_width_{name}"] = float(pa.std(ddof=1)) if pa.size > 1 else nan
     return PullRow(
         **extra,  # type: ignore[arg-type]
+        **minos_pull,  # type: ignore[arg-type]
         variant=v,
         variant_name=vname,
         hypothesis=h,

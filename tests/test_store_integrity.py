@@ -433,15 +433,7 @@ def test_format_2_store_still_readable(tmp_path, reference, capsys):
 # --- the one-line messages, from the command line ----------------------------------------
 
 
-def _cli(*argv):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "toyengine", *map(str, argv)],
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-def test_cli_messages(tmp_path, reference):
+def test_cli_messages(tmp_path, reference, cli):
     """summary on a store with a chunk deleted, a truncated zarr.json and a lost
     state.json: one line each, no traceback, nothing on stdout; verify --repair brings the
     metadata back."""
@@ -457,17 +449,17 @@ def test_cli_messages(tmp_path, reference):
 
     for store, expect in ((deleted, "toys 10-19"), (meta, "value/zarr.json"),
                           (lost, "state.json is missing")):
-        r = _cli("summary", store)
+        r = cli("summary", store)
         assert r.returncode == 2 and r.stdout == "", r
         assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
         assert expect in r.stderr and "verify --repair" in r.stderr, r.stderr
 
-    r = _cli("summary", deleted, "--allow-incomplete")
+    r = cli("summary", deleted, "--allow-incomplete")
     assert r.returncode == 0 and r.stdout.startswith("INCOMPLETE STORE"), r
     for store in (meta, lost):
-        r = _cli("verify", "--repair", store)
+        r = cli("verify", "--repair", store)
         assert r.returncode == 0 and "repaired: rebuilt" in r.stdout, r
-        r = _cli("summary", store)
+        r = cli("summary", store)
         assert r.returncode == 0 and "Pulls" in r.stdout, r
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ModelError
-from .likelihood import as_likelihood
+from .likelihood import as_likelihood, finite_difference_hessian
 from .sweights import SPlot, WeightedCovariance, fit_yields, splot, weighted_covariance
 
 __all__ = [
@@ -245,13 +245,11 @@ def sweighted_covariance(nll: object, nll_w2: object, x: np.ndarray, free: Seque
         xp[j] += b
         xm[j] += a
         scores[:, c] = (log_dens(xp) - log_dens(xm)) / (b - a)
-    from .model1d import _numerical_hessian
-
     steps = [1e2 * rel_step * max(abs(x[j]), 1.0) for j in free]
     h, h2 = (_free_hessian(f, x, free) for f in (nll, nll_w2))
     if h is None:
-        h = _numerical_hessian(nll, x, free, steps)  # type: ignore[arg-type]
+        h = finite_difference_hessian(nll, x, free, steps)  # type: ignore[arg-type]
     if h2 is None:
-        h2 = _numerical_hessian(nll_w2, x, free, steps)  # type: ignore[arg-type]
+        h2 = finite_difference_hessian(nll_w2, x, free, steps)  # type: ignore[arg-type]
     return weighted_covariance(sp.weights[:, component], scores, h, h2, sp=sp,
                                component=component)

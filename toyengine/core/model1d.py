@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -39,7 +39,7 @@ import scipy.fft
 
 from ..errors import ModelError
 from .discriminants import Discriminants, DiscriminatedSample, sweighted_covariance
-from .likelihood import Likelihood, NormalConstraint
+from .likelihood import Likelihood, NormalConstraint, finite_difference_hessian
 from .params import ParameterSet
 from .piecewise import _cdf_table, _inverse_cdf
 from .resolution import Resolution
@@ -683,7 +683,7 @@ class UnbinnedNLL(Likelihood):
             xm[j] -= s
             grads.append((per_event(xp) - per_event(xm)) / (2 * s))
         g = np.array(grads)  # (p, n)
-        hess = _numerical_hessian(self, x, idx, steps)
+        hess = finite_difference_hessian(self, x, idx, steps)
         hinv = np.linalg.inv(hess)
         return hinv @ ((g * w**2) @ g.T) @ hinv
 
@@ -731,23 +731,6 @@ def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int
     return np.concatenate([np.asarray(coef, dtype=float)[None, :],
                            np.asarray(jac, dtype=float).T,
                            np.asarray(hess, dtype=float)[:, upper[0], upper[1]].T])
-
-
-def _numerical_hessian(f: Callable[[np.ndarray], float], x: np.ndarray, idx: Sequence[int],
-                       steps: Sequence[float]) -> np.ndarray:
-    n = len(idx)
-    hess = np.empty((n, n))
-    for a in range(n):
-        for b in range(a, n):
-            ia, ib, sa, sb = idx[a], idx[b], steps[a], steps[b]
-            vals = []
-            for da, db in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-                xx = x.copy()
-                xx[ia] += da * sa
-                xx[ib] += db * sb
-                vals.append(f(xx))
-            hess[a, b] = hess[b, a] = (vals[0] - vals[1] - vals[2] + vals[3]) / (4 * sa * sb)
-    return hess
 
 
 def _trapz_rows(g: np.ndarray, h: float) -> np.ndarray:

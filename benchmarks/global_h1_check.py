@@ -120,6 +120,21 @@ def _work(args):
     return out
 
 
+def _tail(t, observed, ndof) -> None:
+    """Toy tail fractions of t beside χ²(ndof) (J^P rejection: is the χ² conversion of the
+    observed t conservative?), each with its Clopper–Pearson 68 % interval."""
+    from scipy import stats
+
+    from toyengine.summary import clopper_pearson
+
+    n = len(t)
+    for c in (1.0, 2.706, 3.841, 6.635, *((observed,) if observed else ())):
+        k = int((t >= c).sum())
+        lo, hi = clopper_pearson(k, n)
+        print(f"  t >= {c:g}: {k}/{n} = {k / n:.4f} [{lo:.4f}, {hi:.4f}]; "
+              f"χ²({ndof}) {stats.chi2.sf(c, ndof):.2e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("study")
@@ -143,6 +158,8 @@ def main() -> None:
                     help="refit H1 only, or both hypotheses (J^P rejection: a missed "
                     "minimum of either biases t)")
     ap.add_argument("--line", type=int, default=None, help="override fit.profile.line")
+    ap.add_argument("--save", type=Path, default=None,
+                    help="write each toy's engine t and the grid refit's t (npz)")
     a = ap.parse_args()
     t0 = time.time()
     spec = load_spec(a.study)
@@ -187,6 +204,10 @@ def main() -> None:
                   f"grid at {', '.join(f'{x:.1f}' for x in r[8])}")
     print(f"starts reaching the best minimum (H1): mean {n_best.mean():.2f}, "
           f"fraction with 1: {(n_best == 1).mean():.3f}")
+    if a.save:
+        np.savez(a.save, toy=np.array([r[0] for r in rows]), t=t, t_grid=t_grid, valid=ok)
+    if a.hyps == "both":
+        _tail(t[ok], spec.test.get("observed"), spec.test.get("ndof", 1))
     for label, tt in (("engine", t[ok]), ("after grid refit", t_grid[ok])):
         if a.hyps == "both" or np.count_nonzero(tt > 1e-6) < 20:
             print(f"{label}: no ndof fit (J^P t, or fewer than 20 toys with t > 0)")

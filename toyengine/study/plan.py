@@ -88,11 +88,18 @@ def param_labels(spec: StudySpec, params: Sequence[str]) -> dict[str, tuple[str,
     parameters without a label get their name and no unit)."""
     out: dict[str, tuple[str, str]] = {}
     seen: set[str] = set()
+    seen_random = False
     for v in spec.variants:
         if seen >= set(params):
             break
+        if v.random:  # random variants share the names of their first member
+            if seen_random:
+                continue
+            seen_random = True
         for m in (v.generate, *spec.hypotheses):
-            for p in build_model(spec, v, m).parameters:
+            model = build_model(spec, v, m)
+            seen.update(model.derived_names)
+            for p in model.parameters:
                 seen.add(p.name)
                 if p.name not in out and (p.label or p.unit):
                     out[p.name] = (p.label or p.name, p.unit)

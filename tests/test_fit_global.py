@@ -321,3 +321,25 @@ def test_profile_line_and_free_in_a_study_file():
                               str(path.parent))
     with pytest.raises(ToyEngineError, match=r"fit.profile.free names \['nope'\]"):
         check_profile(bad)
+
+
+def test_separate_hypotheses_profile_around_the_fitted_shared_parameters():
+    """A test of separate hypotheses (J^P): the second model's coupling-only profile keeps
+    the parameters it shares with the first at that fit's minimum on this toy (not at their
+    start values); unshared parameters at their start values; a fixed shared
+    parameter keeps its own value; values are clipped into the second model's limits."""
+    from types import SimpleNamespace
+
+    from toyengine.study.recipe import _fitted_base
+
+    params = ParameterSet((Parameter("m", 4.1, (3.5, 4.6)), Parameter("a", 0.0, (-1.0, 1.0)),
+                           Parameter("c", 2.0, (0.0, 5.0), fixed=True),
+                           Parameter("only_here", 0.3, (0.0, 1.0))))
+    model = SimpleNamespace(parameters=params)
+    first = SimpleNamespace(names=("a", "c", "m", "elsewhere"),
+                            values=np.array([1.7, 9.0, 3.9, 5.0]), nll=-12.0)
+    assert _fitted_base(model, {}) is None
+    base = _fitted_base(model, {0: first})
+    np.testing.assert_array_equal(base, [3.9, 1.0, 2.0, 0.3])
+    failed = SimpleNamespace(names=("a",), values=np.array([0.5]), nll=math.nan)
+    assert _fitted_base(model, {0: failed}) is None

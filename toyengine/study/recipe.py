@@ -166,8 +166,8 @@ def _fitted_base(model: ToyModel, fitted: dict[int, FitResult]) -> np.ndarray | 
     a hypothesis already fitted to this toy at that fit's minimum, the others at their
     start values; None before any fit. With the shared amplitudes at this toy's values the
     coupling-only profile ranks the full fit's minima as the full fit would: at the start
-    values it sent the 1⁻ fit of the Z_c(4100)⁻ J^P toys to other minima than the global
-    one in 2 of 10 toys (Δ(−2 ln L) 0.5 and 3.5, ``benchmarks/global_h1_check.py``)."""
+    values the profile ranks minima by amplitudes that do not fit this toy (the 1⁻ fit
+    of the Z_c(4100)⁻ J^P toys, ``studies/zc4100/jp_rejection.yaml``, says by how much)."""
     done = [r for r in fitted.values() if math.isfinite(r.nll)]
     if not done:
         return None

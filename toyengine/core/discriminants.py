@@ -12,9 +12,11 @@ independently of x: that factorisation is what makes the sWeighted x distributio
 0 unbiased (Dembinski, Kenzie, Langenbruch & Schmelling, Nucl. Instrum. Meth. A 1040 (2022)
 167270, Sect. 2).
 
-Per toy the analysis is then (:meth:`Discriminants.splot`): the extended fit of the species'
+Per toy the analysis is then (:meth:`Discriminants.sweights`): the extended fit of the species'
 yields to the discriminants with the shapes known (:func:`~toyengine.core.sweights.fit_yields`),
-classic sWeights of species 0 (:func:`~toyengine.core.sweights.splot`), and the weighted fit
+classic sWeights of species 0 (:func:`~toyengine.core.sweights.splot`) — or, as an option, custom
+orthogonal weight functions with a uniform variance function, which need no fit
+(:func:`~toyengine.core.sweights.cows`) — and the weighted fit
 of x (:class:`~toyengine.core.model1d.UnbinnedNLL` with those weights), whose asymptotically
 correct covariance is :func:`sweighted_covariance` (Langenbruch, Eur. Phys. J. C 82 (2022)
 393).
@@ -31,6 +33,7 @@ sideband (Dembinski et al., Sect. 4).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +42,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .likelihood import as_likelihood, finite_difference_hessian
-from .sweights import SPlot, WeightedCovariance, fit_yields, splot, weighted_covariance
+from .sweights import SPlot, WeightedCovariance, cows, fit_yields, splot, weighted_covariance
 
 __all__ = [
     "Density1D",
@@ -106,12 +109,17 @@ class Discriminants:
         The discriminants' names (with ``ranges`` and ``units``).
     species : tuple of Species
         Species 0 is the model's own components; the others are subtracted by sWeights.
+    method : str
+        ``"splot"`` (classic sWeights at the yields fitted per toy; default) or ``"cows"``
+        (custom orthogonal weight functions with I(m) = 1: fixed functions of m,
+        Dembinski et al., Nucl. Instrum. Meth. A 1040 (2022) 167270, Sect. 3).
     """
 
     names: tuple[str, ...]
     ranges: tuple[tuple[float, float], ...]
     units: tuple[str, ...]
     species: tuple[Species, ...]
+    method: str = "splot"
 
     def __post_init__(self) -> None:
         d = len(self.names)
@@ -122,6 +130,9 @@ class Discriminants:
             if len(s.shapes) != d:
                 msg = f"species {s.name!r} has {len(s.shapes)} discriminant shapes, need {d}"
                 raise ModelError(msg)
+        if self.method not in ("splot", "cows"):
+            msg = f"sWeights method must be 'splot' or 'cows', got {self.method!r}"
+            raise ModelError(msg)
 
     def densities(self, m: np.ndarray) -> np.ndarray:
         """g_k(m_e) of every species, shape ``(n_events, n_species)``: the product of its
@@ -135,12 +146,44 @@ class Discriminants:
             cols.append(g)
         return np.stack(cols, axis=1)
 
-    def splot(self, m: np.ndarray) -> SPlot:
-        """The extended fit of the species' yields to the discriminants ``m`` (shapes known)
-        and the classic sWeights of every species at the fitted yields."""
+    def sweights(self, m: np.ndarray) -> SPlot:
+        """The weights of every species for the discriminants ``m``: classic sWeights at the
+        yields of the extended fit to ``m`` (shapes known), or the COWs of
+        :meth:`cow_matrix` (``method``)."""
         g = self.densities(m)
+        if self.method == "cows":
+            return cows(g, self.cow_matrix)
         yields, _ = fit_yields(g)
         return splot(g, yields)
+
+    @functools.cached_property
+    def cow_matrix(self) -> np.ndarray:
+        """W_kl = ∫ g_k g_l dm over the discriminants' box (I(m) = 1): the product over the
+        discriminants of the one-dimensional integrals, each exact for the piecewise-linear
+        densities (on the union of their grids)."""
+        k = len(self.species)
+        w = np.ones((k, k))
+        for a in range(k):
+            for b in range(a + 1):
+                for j in range(len(self.names)):
+                    w[a, b] *= _product_integral(self.species[a].shapes[j],
+                                                 self.species[b].shapes[j])
+                w[b, a] = w[a, b]
+        return w
+
+
+def _product_integral(a: Density1D, b: Density1D) -> float:
+    """∫ a(m) b(m) dm of two piecewise-linear densities: on the union of their nodes both
+    are linear in every interval, where ∫ = h (2 a₀b₀ + a₀b₁ + a₁b₀ + 2 a₁b₁) / 6."""
+    lo, hi = max(a.grid[0], b.grid[0]), min(a.grid[-1], b.grid[-1])
+    if not lo < hi:
+        return 0.0
+    x = np.union1d(a.grid, b.grid)
+    x = x[(x >= lo) & (x <= hi)]
+    fa, fb = a(x), b(x)
+    h = np.diff(x)
+    return float(np.sum(h * (2 * fa[:-1] * fb[:-1] + fa[:-1] * fb[1:] + fa[1:] * fb[:-1]
+                             + 2 * fa[1:] * fb[1:])) / 6.0)
 
 
 @dataclass(frozen=True)
@@ -212,7 +255,7 @@ def sweighted_covariance(nll: object, nll_w2: object, x: np.ndarray, free: Seque
     free : sequence of int
         Indices of the parameters the covariance is over.
     sp : SPlot
-        The sWeights (:meth:`Discriminants.splot`) of the same events, in the same order.
+        The sWeights (:meth:`Discriminants.sweights`) of the same events, in the same order.
 
     Notes
     -----

@@ -32,7 +32,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import scipy.fft
@@ -446,13 +446,13 @@ class Model1D:
 
         For a :class:`~toyengine.core.discriminants.DiscriminatedSample` of a model with
         discriminants: the likelihood of its x weighted with the sWeights of species 0
-        (:meth:`Discriminants.splot <toyengine.core.discriminants.Discriminants.splot>`)."""
+        (:meth:`Discriminants.sweights <toyengine.core.discriminants.Discriminants.sweights>`)."""
         if isinstance(data, DiscriminatedSample):
             if weights is not None or self.discriminants is None:
                 msg = ("a sample with discriminants is weighted by the model's sWeights: "
                        "give no weights, and fit it with a model that declares discriminants")
                 raise ModelError(msg)
-            return UnbinnedNLL(self, data.x, self.discriminants.splot(data.m).weights[:, 0])
+            return UnbinnedNLL(self, data.x, self.discriminants.sweights(data.m).weights[:, 0])
         return UnbinnedNLL(self, data, weights)
 
     def sweighted_covariance(self, data: DiscriminatedSample, values: np.ndarray,
@@ -464,12 +464,35 @@ class Model1D:
         if self.discriminants is None or not isinstance(data, DiscriminatedSample):
             msg = "sweighted_covariance needs a model with discriminants and its sample"
             raise ModelError(msg)
-        sp = self.discriminants.splot(data.m)
+        sp = self.discriminants.sweights(data.m)
         w = sp.weights[:, 0]
         nll = UnbinnedNLL(self, data.x, w)
         nll_w2 = UnbinnedNLL(self, data.x, w * w)
         idx = [self.parameters.index(n) for n in free]
         return sweighted_covariance(nll, nll_w2, np.asarray(values, dtype=float), idx, sp)
+
+    def negative_weight_note(self, data: Any, values: np.ndarray) -> str:
+        """Why a fit of sWeighted ``data`` may have no minimum near ``values``: ``""``, or a
+        sentence naming the event with a negative sWeight where the model's density at
+        ``values`` is below 10⁻⁹ of its median over the events. −w ln D → −∞ as D → 0 for
+        w < 0, so the weighted −ln L is unbounded below wherever the subtracted species put
+        events that the fitted model does not cover (a weighted fit needs a model that is
+        positive wherever its weighted events are)."""
+        if self.discriminants is None or not isinstance(data, DiscriminatedSample):
+            return ""
+        nll = self.nll(data)
+        dens = nll.event_densities(np.asarray(values, dtype=float))
+        w = nll.weights
+        scale = float(np.median(dens)) if dens.size else 0.0
+        bad = np.flatnonzero((w < 0) & (dens < 1e-9 * scale))
+        if not bad.size:
+            return ""
+        e = bad[np.argmin(dens[bad])]
+        obs = self.observable
+        return (f"an event with sWeight {w[e]:.3g} at {obs.name} = {nll.data[e]:.4g}"
+                f"{' ' + obs.unit if obs.unit else ''} has a model density "
+                f"{dens[e] / scale:.1e} of the median: the weighted -ln L is unbounded below "
+                "where the subtracted species reach beyond the fitted model")
 
     def asimov(self, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The Asimov data set at ``values`` (default: the generation values): the nodes of

@@ -29,6 +29,18 @@ H⁻¹ H' H⁻¹ alone (``sandwich``, weights treated as known) is close to it f
 overestimates for known ones; H⁻¹ alone (``naive``) and the sum-of-weights-squared error
 H⁻¹ H₂ H⁻¹ with H₂ = −Σ w_e² ∂² ln h_e (RooFit's ``SumW2Error``, ``sumw2``) undercover.
 
+Custom orthogonal weight functions (COWs; Dembinski, Kenzie, Langenbruch & Schmelling,
+Nucl. Instrum. Meth. A 1040 (2022) 167270, Sect. 3) replace g_tot by a fixed, positive
+variance function I(m) and the sum by an integral over the discriminant range:
+
+    W_kl = ∫ g_k(m) g_l(m) / I(m) dm,   A = W⁻¹,   w_k(m) = Σ_l A_kl g_l(m) / I(m).
+
+Their weights are fixed functions of m, unbiased for any such I (the sPlot choice
+I = g_tot/N is the one of minimal variance); nothing is fitted to the sample, so the
+sandwich H⁻¹ H' H⁻¹ is their asymptotically correct covariance (the correction terms above
+come only from estimating W and the yields on the sample).
+:func:`cows` takes W precomputed (the integral does not depend on the sample).
+
 The check against the ``sweights`` package (the authors' implementation of the two papers
 above) is ``tests/test_sweights.py``.
 """
@@ -41,7 +53,7 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["SPlot", "WeightedCovariance", "fit_yields", "splot", "w_pairs",
+__all__ = ["SPlot", "WeightedCovariance", "cows", "fit_yields", "splot", "w_pairs",
            "weighted_covariance"]
 
 
@@ -54,11 +66,14 @@ class SPlot:
     weights : ndarray, shape (n_events, n_components)
         ``weights[e, k]`` = w_k(e).
     yields : ndarray, shape (n_components,)
-        The yields the weights were computed at.
+        The yields the weights were computed at (COWs: Σ_e w_k(e), their yield estimate).
     W, A : ndarray, shape (n_components, n_components)
-        W_kl = Σ_e g_k g_l / g_tot² and its inverse.
+        W_kl = Σ_e g_k g_l / g_tot² (COWs: ∫ g_k g_l / I dm) and its inverse.
     g, g_tot : ndarray
-        The discriminant densities ``(n_events, n_components)`` and Σ_j N_j g_j per event.
+        The discriminant densities ``(n_events, n_components)`` and Σ_j N_j g_j per event
+        (COWs: I(m) per event).
+    method : str
+        ``"splot"`` (classic sWeights, :func:`splot`) or ``"cows"`` (:func:`cows`).
     """
 
     weights: np.ndarray
@@ -67,6 +82,7 @@ class SPlot:
     A: np.ndarray
     g: np.ndarray
     g_tot: np.ndarray
+    method: str = "splot"
 
     def dw_dW(self, component: int) -> np.ndarray:
         """∂w_component(e)/∂W_xy for the independent elements (x ≥ y, in the order (0,0),
@@ -175,6 +191,37 @@ def splot(g: np.ndarray, yields: np.ndarray) -> SPlot:
     return SPlot(r @ a.T, yields, w_mat, a, g, tot)
 
 
+def cows(g: np.ndarray, w_matrix: np.ndarray, norm: np.ndarray | None = None) -> SPlot:
+    """Custom orthogonal weight functions of every component (see module doc).
+
+    Parameters
+    ----------
+    g : ndarray, shape (n_events, n_components)
+        Normalised discriminant densities per event.
+    w_matrix : ndarray, shape (n_components, n_components)
+        W_kl = ∫ g_k g_l / I dm over the discriminant range (symmetric, positive definite).
+    norm : ndarray, shape (n_events,), optional
+        I(m) per event (default 1: the uniform variance function).
+    """
+    g = _check_g(g)
+    w_matrix = np.asarray(w_matrix, dtype=float)
+    k = g.shape[1]
+    if w_matrix.shape != (k, k) or not np.allclose(w_matrix, w_matrix.T, rtol=1e-12):
+        msg = f"W must be a symmetric ({k}, {k}) matrix, got shape {w_matrix.shape}"
+        raise ModelError(msg)
+    norm = np.ones(g.shape[0]) if norm is None else np.asarray(norm, dtype=float)
+    if norm.shape != (g.shape[0],) or not np.all(norm > 0):
+        msg = "the variance function I(m) must be positive at every event"
+        raise ModelError(msg)
+    try:
+        a = np.linalg.inv(w_matrix)
+    except np.linalg.LinAlgError:
+        msg = "W of the COWs is singular: two components have the same discriminant shapes"
+        raise ModelError(msg) from None
+    weights = (g @ a.T) / norm[:, None]
+    return SPlot(weights, weights.sum(axis=0), w_matrix, a, g, norm, "cows")
+
+
 @dataclass(frozen=True)
 class WeightedCovariance:
     """Covariances of a fit to weighted data (see module doc).
@@ -251,7 +298,8 @@ def weighted_covariance(weights: np.ndarray, scores: np.ndarray, hessian: np.nda
     sp : SPlot, optional
         The sWeights the weights are column ``component`` of: gives ``corrected`` (W and
         the yields estimated from the sample) and ``known_yields`` (Langenbruch, Eur. Phys.
-        J. C 82 (2022) 393, Eq. (51)).
+        J. C 82 (2022) 393, Eq. (51)). COWs (``sp.method == "cows"``) are fixed functions
+        of m: both are then the sandwich.
     component : int
         The component of ``sp`` that was fitted.
     """
@@ -265,7 +313,9 @@ def weighted_covariance(weights: np.ndarray, scores: np.ndarray, hessian: np.nda
     h2 = hp if hessian_w2 is None else np.atleast_2d(hessian_w2)
     sandwich = h_inv @ hp @ h_inv.T
     corrected, known = sandwich, None
-    if sp is not None:
+    if sp is not None and sp.method == "cows":
+        known = sandwich
+    elif sp is not None:
         e = s.T @ sp.dw_dW(component)  # (n_params, n_pairs)
         known = sandwich - h_inv @ (e @ sp.c_matrix() @ e.T) @ h_inv.T
         corrected = _stacked_covariance(sp, component, w, s, hessian, e)

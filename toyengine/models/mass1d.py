@@ -75,7 +75,7 @@ OPTIONS: dict[str, tuple[bool, str]] = {
     "grid_step": (False, "grid step in observable units (default (hi - lo) / 1500)"),
     "scan": (False, "parameters that exist only with the signal (e.g. its mass and width): "
              "the fit's multi-start spreads starts over their whole range (default none)"),
-    "discriminants": (False, "{observables, shapes, model, subtract}: discriminating "
+    "discriminants": (False, "{observables, shapes, model, subtract, weights}: discriminating "
                       "observables and the species that sWeights subtract (default none; "
                       "docs/models.md, 'Discriminating observables')"),
 }
@@ -625,6 +625,7 @@ def build_discriminants(raw: Any, observable: Observable, grid_step: float,
               shapes: [flat]
               observable:               # its density in the fitted observable: parts
                 - {shape: exponential, params: {slope: -0.01}, fraction: 1}
+          weights: splot                # or cows: custom orthogonal weight functions
 
     Raises
     ------
@@ -632,7 +633,11 @@ def build_discriminants(raw: Any, observable: Observable, grid_step: float,
         A field is invalid; its path starts with ``discriminants``.
     """
     root = "discriminants"
-    d = _mapping(raw, root, DISCRIMINANT_KEYS, DISCRIMINANT_KEYS)
+    d = _mapping(raw, root, (*DISCRIMINANT_KEYS, "weights"), DISCRIMINANT_KEYS)
+    method = d.get("weights", "splot")
+    if method not in ("splot", "cows"):
+        raise OptionError(f"{root}.weights", method, "'splot' (classic sWeights, default) or "
+                          "'cows' (custom orthogonal weight functions, I(m) = 1)")
     obs_raw = d["observables"]
     if not isinstance(obs_raw, list) or not obs_raw:
         raise OptionError(f"{root}.observables", obs_raw, "a non-empty list of {name, range}")
@@ -703,4 +708,4 @@ def build_discriminants(raw: Any, observable: Observable, grid_step: float,
             total += frac
         species.append(Species(sname, per_observable(sd["shapes"], f"{p}.shapes"),
                                expected, np.asarray(dens, dtype=float) / total))
-    return Discriminants(tuple(names), tuple(ranges), tuple(units), tuple(species))
+    return Discriminants(tuple(names), tuple(ranges), tuple(units), tuple(species), method)

@@ -110,6 +110,9 @@ class NonD0Options(BuilderOptions):
                               "(π/4: flat)")
     three_body: FiniteFloat = Field(0.5, ge=0, le=1, description="share of Φ₃(D⁰D⁰π⁺) in "
                                     "the fake candidates' δm density (B′₁₀)")
+    weights: Literal["splot", "cows"] = Field(
+        "splot", description="classic sWeights at the yields fitted per toy, or custom "
+        "orthogonal weight functions with a uniform variance function (no fit)")
 
 
 class TccOptions(BuilderOptions):
@@ -265,6 +268,7 @@ def non_d0_declaration(o: NonD0Options) -> dict[str, Any]:
                             "params": {"phi": [o.poly]},
                             "times": {"shape": "exponential", "params": {"slope": o.slope}}}},
         "model": ["d0", "d0"],
+        "weights": o.weights,
         "subtract": [
             {"name": "fake_first", "expected": one, "shapes": ["fake", "d0"],
              "observable": x_density},

@@ -97,6 +97,14 @@ def _note_failure(causes: dict[str, dict[str, Any]], reason: FailReason, message
         rec["count"] += 1
 
 
+def _failure_message(model: ToyModel, data: Any, res: FitResult) -> str:
+    """The fitter's message of an invalid fit, with the reason a weighted fit can have no
+    minimum where it applies (:meth:`~toyengine.core.model1d.Model1D.negative_weight_note`)."""
+    note = getattr(model, "negative_weight_note", None)
+    extra = note(data, res.values) if note is not None and res.values.size else ""
+    return f"{res.message}; {extra}" if extra else res.message
+
+
 def _n_events(data: Any) -> int:
     n = getattr(data, "n_events", None)
     if n is not None:
@@ -616,7 +624,8 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             if not res.valid:
                 reason = FailReason(res.reason) if res.reason else FailReason.OTHER
                 a["fail_reason"][i, h] = reason
-                _note_failure(causes, reason, res.message, t, v.name, spec.hypotheses[h])
+                _note_failure(causes, reason, _failure_message(model, data, res), t, v.name,
+                              spec.hypotheses[h])
             a["n_best"][i, h] = res.n_best
             a["n_starts"][i, h] = res.n_starts
             a["covar_ok"][i, h] = res.covar_ok

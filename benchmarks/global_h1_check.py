@@ -17,7 +17,8 @@ Usage::
 
     python benchmarks/global_h1_check.py studies/tcc/significance.yaml --toys 400 \\
         --workers 2 --grid 12 3 [--first K] [--starts N] [--profile NM NW BEST]
-        [--refine N] [--line N] [--cache FILE] [--limit-row N] [--hyps h1|both]
+        [--refine N] [--line N] [--edges N] [--cache FILE] [--limit-row N]
+        [--hyps h1|both]
 
 With ``--limit-row N`` the check also starts from N points of the mass with the width at
 its lower limit, where narrow states hide between a coarse grid's cells; ``--hyps both``
@@ -76,7 +77,7 @@ def _refit(spec, t, hyp, v, shape, limit_row):
 
 
 def _work(args):
-    path, starts, profile, refine, start, stop, shape, cached, limit_row, hyps, line = args
+    path, starts, profile, refine, start, stop, shape, cached, limit_row, hyps, line, edges = args
     spec = load_spec(path)
     if starts is not None:
         spec = dataclasses.replace(spec, fit={**spec.fit, "starts": starts})
@@ -87,9 +88,10 @@ def _work(args):
     elif refine is not None and spec.fit.get("profile"):
         spec = dataclasses.replace(spec, fit={**spec.fit, "profile": {
             **spec.fit["profile"], "refine": refine}})
-    if line is not None and spec.fit.get("profile"):
-        spec = dataclasses.replace(spec, fit={**spec.fit, "profile": {
-            **spec.fit["profile"], "line": line}})
+    for key, val in (("line", line), ("edges", edges)):
+        if val is not None and spec.fit.get("profile"):
+            spec = dataclasses.replace(spec, fit={**spec.fit, "profile": {
+                **spec.fit["profile"], key: val}})
     plan = Plan.of(spec)
     cpu = time.process_time()
     res = run_chunk(plan, Chunk(0, 0, start, stop))
@@ -158,6 +160,7 @@ def main() -> None:
                     help="refit H1 only, or both hypotheses (J^P rejection: a missed "
                     "minimum of either biases t)")
     ap.add_argument("--line", type=int, default=None, help="override fit.profile.line")
+    ap.add_argument("--edges", type=int, default=None, help="override fit.profile.edges")
     ap.add_argument("--save", type=Path, default=None,
                     help="write each toy's engine t and the grid refit's t (npz)")
     a = ap.parse_args()
@@ -170,7 +173,7 @@ def main() -> None:
     stop = a.first + a.toys
     jobs = [(a.study, a.starts, a.profile, a.refine, s, min(s + a.chunk, stop), tuple(a.grid),
              {k: v for k, v in cached.items() if s <= int(k) < min(s + a.chunk, stop)},
-             a.limit_row, a.hyps, a.line)
+             a.limit_row, a.hyps, a.line, a.edges)
             for s in range(a.first, stop, a.chunk)]
     with ProcessPoolExecutor(a.workers) as ex:
         rows = [r for chunk in ex.map(_work, jobs) for r in chunk]
@@ -182,7 +185,7 @@ def main() -> None:
     d = t_grid - t
     cpu = np.array([r[11] for r in rows])
     print(f"{a.study}: toys {a.first}..{stop - 1}, starts={a.starts}, profile={a.profile}, "
-          f"refine={a.refine}, line={a.line}, grid {a.grid} + limit row {a.limit_row}, "
+          f"refine={a.refine}, line={a.line}, edges={a.edges}, grid {a.grid} + limit row {a.limit_row}, "
           f"{time.time() - t0:.0f} s wall; fit time per toy {ft.mean():.2f} s (median "
           f"{np.median(ft):.2f} s); engine CPU per toy {cpu.mean():.2f} s")
     if a.hyps == "both":

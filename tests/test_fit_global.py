@@ -14,6 +14,7 @@ from toyengine.core.fit import (
     ProfileStarts,
     _grid_minima,
     _start_points,
+    edge_lines,
     fit,
     line_grid,
 )
@@ -131,6 +132,38 @@ def test_profile_line_at_the_width_limit_finds_a_narrow_state_the_grid_misses():
     pts = line_grid(NARROW_PARAMS, ("mu", "w"), 40)
     assert pts.shape == (40, 2) and np.allclose(np.diff(pts[:, 0]), 0.25)
     assert np.all(pts[:, 1] == pytest.approx(0.1 + LINE_OFFSET * 1.9))
+
+
+def _broad_and_limit(x: np.ndarray) -> float:
+    """−ln L = a²/2 − a s(mu, w): the broad bump of :func:`_narrow_and_broad` at mu = 3
+    (height 1) and a state on the upper limit of mu, at mu = 10 and w = 1.5 (height 2, a
+    half-width of 0.15 in mu): its maximum lies on the limit, half a cell beyond a 10 x 3
+    grid's outermost points (mu = 9.5, where its factor is exp(−0.5 (0.5/0.15)²) < 0.004)."""
+    mu, w, a = x
+    s = (math.exp(-0.5 * ((mu - 3.0) / (0.5 + w)) ** 2)
+         + 2.0 * math.exp(-0.5 * ((mu - 10.0) / 0.15) ** 2 - 0.5 * ((w - 1.5) / 0.2) ** 2))
+    return 0.5 * a * a - a * s
+
+
+def test_profile_edges_find_a_minimum_on_a_limit_the_grid_misses():
+    grid = fit(_broad_and_limit, NARROW_PARAMS, scan=("mu", "w"),
+               profile=ProfileStarts((10, 3), best=3))
+    assert grid.nll == pytest.approx(-0.5, abs=1e-3)  # the broad bump
+    edges = fit(_broad_and_limit, NARROW_PARAMS, scan=("mu", "w"),
+                profile=ProfileStarts((10, 3), best=3, edges=24))
+    assert edges.value("mu") == pytest.approx(10.0, abs=1e-3)  # on the limit
+    assert edges.value("w") == pytest.approx(1.5, abs=1e-2)
+    # −s²/2 with s = 2 + the broad bump's tail there, exp(−0.5 (7/2)²)
+    assert edges.nll == pytest.approx(-0.5 * (2.0 + math.exp(-6.125)) ** 2, abs=1e-3)
+    assert edges.n_starts == grid.n_starts + 1  # one more start: the lowest edge point
+    lines = edge_lines(NARROW_PARAMS, ("mu", "w"), 24)
+    assert len(lines) == 4 and all(e.shape == (24, 2) for e in lines)
+    # mu at its lower and upper limit (moved inwards), w across its range; then w's limits
+    assert np.all(lines[0][:, 0] == pytest.approx(LINE_OFFSET * 10.0))
+    assert np.all(lines[1][:, 0] == pytest.approx(10.0 - LINE_OFFSET * 10.0))
+    assert np.allclose(np.diff(lines[0][:, 1]), 1.9 / 24)
+    assert np.all(lines[3][:, 1] == pytest.approx(2.0 - LINE_OFFSET * 1.9))
+    assert [e.shape for e in edge_lines(BUMP_PARAMS, ("mu",), 24)] == [(1, 1), (1, 1)]
 
 
 def test_profile_with_fixed_base_floats_only_the_named_parameters():

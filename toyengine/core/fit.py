@@ -24,8 +24,8 @@ from .minimize import _single_fit
 from .params import ParameterSet
 from .status import FailReason, FitStatus
 
-__all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "fit", "flat_parameters",
-           "line_grid", "scan_grid"]
+__all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "edge_lines", "fit",
+           "flat_parameters", "line_grid", "scan_grid"]
 
 
 def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
@@ -123,6 +123,14 @@ class ProfileStarts:
         width, the narrowest state allowed). A narrow state's basin in the mass is about
         its width wide, narrower than a coarse grid's cells at larger widths; the local
         minima of this line join the grid's (ranked together by their profile −ln L).
+    edges : int
+        If > 0, also profile ``edges`` cell centres along every edge of the scan box
+        (:func:`edge_lines`: each scan parameter at its lower and upper limit, the other
+        across its range; with a ``line`` not the edge it lies on), and start one more full
+        fit from the lowest of those points. A
+        minimum on a limit lies half a grid cell beyond the grid's outermost points, and
+        the profile (the parameters outside ``free`` held at ``base``) ranks it below
+        minima whose full fits are higher: it gets a start of its own.
     """
 
     grid: tuple[int, ...]
@@ -131,6 +139,7 @@ class ProfileStarts:
     base: np.ndarray | None = None
     refine: int = 0
     line: int = 0
+    edges: int = 0
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins
@@ -180,6 +189,27 @@ def line_grid(params: ParameterSet, names: Sequence[str], points: int) -> np.nda
 LINE_OFFSET = 0.002
 
 
+def edge_lines(params: ParameterSet, names: Sequence[str], points: int) -> list[np.ndarray]:
+    """The lines of :attr:`ProfileStarts.edges`: for every scan parameter of ``names`` and
+    each of its two limits (moved :data:`LINE_OFFSET` of its box inwards), ``points`` cell
+    centres of the other scan parameter (one scan parameter: the two limits alone). One
+    array per edge, one row a point."""
+    boxes = [_scan_box(params, n) for n in names]
+    out = []
+    for j, (lo, hi) in enumerate(boxes):
+        for at in (lo + LINE_OFFSET * (hi - lo), hi - LINE_OFFSET * (hi - lo)):
+            if len(names) == 1:
+                out.append(np.array([[at]]))
+                continue
+            k = 1 - j
+            a, b = boxes[k]
+            line = np.empty((int(points), 2))
+            line[:, j] = at
+            line[:, k] = a + (np.arange(int(points)) + 0.5) * (b - a) / int(points)
+            out.append(line)
+    return out
+
+
 def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
                     scan: Sequence[str], profile: ProfileStarts) -> tuple[list[np.ndarray], int]:
     """The start vectors of :class:`ProfileStarts` and the NLL calls they cost."""
@@ -211,9 +241,24 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
         order += [n + k for k in _grid_minima(lprof) if math.isfinite(lprof[k])]
         prof = np.concatenate([prof, lprof])
         values = [*values, *lvalues]
+    edge_start: list[np.ndarray] = []
+    if profile.edges:
+        # the lowest point over the box's edges is one more start of its own: the profile
+        # (the other parameters at the base) ranks a minimum on a limit too low to compete
+        best_edge = (math.inf, x0)
+        edges = edge_lines(params, free_scan, profile.edges)
+        if profile.line and len(free_scan) == 2:
+            edges = [e for j, e in enumerate(edges) if j != 2]  # the line is at that limit
+        for edge in edges:
+            eprof, evalues, efcn = _profile_values(plain, fixed, x0, idx, edge)
+            nfcn += efcn
+            k = int(np.argmin(eprof))
+            if eprof[k] < best_edge[0]:
+                best_edge = (float(eprof[k]), evalues[k])
+        edge_start = [best_edge[1]] if math.isfinite(best_edge[0]) else []
     order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
     if not profile.refine:
-        return [values[k] for k in order[: max(int(profile.best), 0)]], nfcn
+        return [values[k] for k in order[: max(int(profile.best), 0)]] + edge_start, nfcn
     # each basin's minimum with the scan parameters free too (still few parameters): the
     # grid point's profile value ranks basins only up to the grid spacing
     loose = params.updated({n: {"fixed": True} for n in params.free_names
@@ -226,7 +271,7 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
                                               for r in refined):
             refined.append((res.nll, k, res.values))
     refined.sort(key=lambda r: (r[0], r[1]))
-    return [v for _, _, v in refined[: max(int(profile.best), 0)]], nfcn
+    return [v for _, _, v in refined[: max(int(profile.best), 0)]] + edge_start, nfcn
 
 
 def _profile_values(plain: Callable[[np.ndarray], float], fixed: ParameterSet, x0: np.ndarray,

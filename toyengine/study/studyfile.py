@@ -122,6 +122,10 @@ class ProfileSettings(StrictModel):
     line: int = Field(0, ge=0, le=1000, description="also profile N points of the first "
                       "scan parameter with the others at their lower limit (a narrow "
                       "state's mass scan; default 0: none)")
+    edges: int = Field(0, ge=0, le=200, description="also profile N cell centres along "
+                       "every edge of the scan box (each scan parameter at its lower and "
+                       "upper limit, the other across its range; default 0: none): minima "
+                       "on a limit lie half a cell outside the grid")
     free: list[Name] | None = Field(None, description="parameters fitted at each profile "
                                     "point, the others at their nominal values (default: "
                                     "every free one that is not a scan parameter; in a "

@@ -185,7 +185,8 @@ def main() -> None:
     d = t_grid - t
     cpu = np.array([r[11] for r in rows])
     print(f"{a.study}: toys {a.first}..{stop - 1}, starts={a.starts}, profile={a.profile}, "
-          f"refine={a.refine}, line={a.line}, edges={a.edges}, grid {a.grid} + limit row {a.limit_row}, "
+          f"refine={a.refine}, line={a.line}, edges={a.edges}, grid {a.grid} + limit row "
+          f"{a.limit_row}, "
           f"{time.time() - t0:.0f} s wall; fit time per toy {ft.mean():.2f} s (median "
           f"{np.median(ft):.2f} s); engine CPU per toy {cpu.mean():.2f} s")
     if a.hyps == "both":

@@ -87,7 +87,8 @@ def test_cows_through_the_engine_cover_on_a_short_ensemble(tmp_path) -> None:
     text = STUDY.read_text()
     assert "        model: [peak]" in text
     cow = tmp_path / "cows.yaml"
-    cow.write_text(text.replace("        model: [peak]", "        weights: cows\n        model: [peak]"))
+    cow.write_text(text.replace("        model: [peak]",
+                                "        weights: cows\n        model: [peak]"))
     plan = Plan.of(load_spec(cow).with_overrides(toys=150))
     a = run_chunk(plan, Chunk(0, 0, 0, 150)).arrays
     _, ref = _run(150)

@@ -155,8 +155,7 @@ def test_profile_edges_find_a_minimum_on_a_limit_the_grid_misses():
     assert edges.value("w") == pytest.approx(1.5, abs=1e-2)
     # −s²/2 with s = 2 + the broad bump's tail there, exp(−0.5 (7/2)²)
     assert edges.nll == pytest.approx(-0.5 * (2.0 + math.exp(-6.125)) ** 2, abs=1e-3)
-    # one more start per scan parameter: the lowest point at its limits
-    assert edges.n_starts == grid.n_starts + 2
+    assert edges.n_starts == grid.n_starts + 1  # one more start: the lowest edge point
     lines = edge_lines(NARROW_PARAMS, ("mu", "w"), 24)
     assert len(lines) == 4 and all(e.shape == (24, 2) for e in lines)
     # mu at its lower and upper limit (moved inwards), w across its range; then w's limits

@@ -126,11 +126,11 @@ class ProfileStarts:
     edges : int
         If > 0, also profile ``edges`` cell centres along every edge of the scan box
         (:func:`edge_lines`: each scan parameter at its lower and upper limit, the other
-        across its range; with a ``line`` not the edge it lies on), and per scan parameter
-        start one more full fit from the lowest point at its limits. A minimum on a limit
-        lies half a grid cell beyond the grid's outermost points, and the profile (the
-        parameters outside ``free`` held at ``base``) ranks it below minima whose full fits
-        are higher: it gets a start of its own.
+        across its range; with a ``line`` not the edge it lies on), and start one more full
+        fit from the lowest of those points. A minimum on a limit lies half a grid cell
+        beyond the grid's outermost points, and the profile (the parameters outside
+        ``free`` held at ``base``) ranks it below minima whose full fits are higher: it gets
+        a start of its own.
     """
 
     grid: tuple[int, ...]
@@ -243,23 +243,21 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
         values = [*values, *lvalues]
     edge_start: list[np.ndarray] = []
     if profile.edges:
-        # per scan parameter, the lowest point where it is at one of its limits is one more
-        # start of its own: the profile (the other parameters at the base) ranks a minimum
-        # on a limit too low to compete with the grid's
+        # the lowest point over the box's edges is one more start of its own: the profile
+        # (the other parameters at the base) ranks a minimum on a limit too low to compete
+        # with the grid's
+        best_edge = (math.inf, x0)
         edges = edge_lines(params, free_scan, profile.edges)
-        for j in range(len(free_scan)):
-            best_edge = (math.inf, x0)
-            for side in (0, 1):
-                if profile.line and len(free_scan) == 2 and (j, side) == (1, 0):
-                    continue  # the line lies on that edge
-                eprof, evalues, efcn = _profile_values(plain, fixed, x0, idx,
-                                                       edges[2 * j + side])
-                nfcn += efcn
-                k = int(np.argmin(eprof))
-                if eprof[k] < best_edge[0]:
-                    best_edge = (float(eprof[k]), evalues[k])
-            if math.isfinite(best_edge[0]):
-                edge_start.append(best_edge[1])
+        if profile.line and len(free_scan) == 2:
+            edges = [e for j, e in enumerate(edges) if j != 2]  # the line lies on that edge
+        for edge in edges:
+            eprof, evalues, efcn = _profile_values(plain, fixed, x0, idx, edge)
+            nfcn += efcn
+            k = int(np.argmin(eprof))
+            if eprof[k] < best_edge[0]:
+                best_edge = (float(eprof[k]), evalues[k])
+        if math.isfinite(best_edge[0]):
+            edge_start.append(best_edge[1])
     order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
     if not profile.refine:
         return [values[k] for k in order[: max(int(profile.best), 0)]] + edge_start, nfcn

@@ -391,7 +391,10 @@ class _StoreErrorFilter:
         msg = str(record.msg)
         if msg.startswith("Compute Failed") and isinstance(record.args, tuple) \
                 and len(record.args) > 3:
-            return not _is_store_failure(str(record.args[3]))
+            # also a task of a run the client already ended (its study withdrawn from the
+            # workers while the cancelled task was queued): the client reported why
+            text = str(record.args[3])
+            return not (_is_store_failure(text) or "was not shipped to this worker" in text)
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             return not any(c.__name__ in UNREACHABLE_ERRORS for c in type(exc).__mro__)

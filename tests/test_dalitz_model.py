@@ -61,6 +61,25 @@ def test_toymodel_protocol(nominal, data) -> None:
     assert np.isfinite(base.nll(data)(base.parameters.values))
 
 
+def test_model_provides_the_view_its_likelihood_reads(nominal) -> None:
+    """nll, state and space annotate against DalitzModelView (so they never import the model):
+    every attribute the view declares exists on a built model, with the declared kind."""
+    from toyengine.core.dalitz.normalisation import _NormGrid
+    from toyengine.core.dalitz.protocol import DalitzModelView
+
+    # the protocol's own members (typing.get_protocol_members needs Python 3.13)
+    declared = [*DalitzModelView.__annotations__,
+                *(n for n, v in vars(DalitzModelView).items()
+                  if isinstance(v, property) or callable(v) and not n.startswith("__"))]
+    assert {"run_names", "_norm", "_check_norm", "_sdp_terms", "kin"} <= set(declared)
+    missing = [n for n in declared if not hasattr(nominal, n)]
+    assert missing == []
+    assert isinstance(nominal._norm, _NormGrid)
+    assert isinstance(nominal.run_names, tuple)
+    ej, bk = nominal._sdp_terms(0, np.array([1.5]), np.array([12.0]))
+    assert ej.shape == (1,) and len(bk) == len(nominal.runs[0].backgrounds)
+
+
 def test_builder_options() -> None:
     """Options change the model as documented (baseline builds: no Zc kernels, fast)."""
     bl = {"maps": "synthetic", "hypothesis": "baseline"}

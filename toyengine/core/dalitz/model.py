@@ -370,7 +370,8 @@ class DalitzModel:
                 "ff": {n: float(mat[i, i]) for i, n in enumerate(names)}}
 
     # --- PDFs ----------------------------------------------------------------------------
-    def _sdp_terms(self, r: int, m2_kpi: np.ndarray, m2_etacpi: np.ndarray):
+    def _sdp_terms(self, r: int, m2_kpi: np.ndarray,
+                   m2_etacpi: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """``ε|J|`` and normalised background SDP densities at DP points of run ``r``."""
         mp, thp = self.kin.sdp_from_dp(m2_kpi, m2_etacpi)
         run = self.runs[r]

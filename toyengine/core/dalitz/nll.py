@@ -17,7 +17,7 @@ from .resonances import legendre
 from .state import _State
 
 if TYPE_CHECKING:
-    from .model import DalitzModel
+    from .protocol import DalitzModelView
 
 class DalitzNLL(Likelihood):
     """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
@@ -33,7 +33,7 @@ class DalitzNLL(Likelihood):
     has_grad = True
     has_expected_hessian = True
 
-    def __init__(self, model: DalitzModel, data: DalitzData,
+    def __init__(self, model: DalitzModelView, data: DalitzData,
                  weights: Mapping[str, np.ndarray] | None = None):
         self.model = model
         kin = model.kin

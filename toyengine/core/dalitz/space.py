@@ -18,7 +18,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from .maps import SDPHistogram
-    from .model import DalitzModel
+    from .protocol import DalitzModelView
 
 __all__ = ["space_mismatch"]
 
@@ -29,7 +29,7 @@ def _same_map(a: SDPHistogram, b: SDPHistogram) -> bool:
                       and np.array_equal(a.thprime_edges, b.thprime_edges))
 
 
-def space_mismatch(a: DalitzModel, b: DalitzModel) -> str | None:
+def space_mismatch(a: DalitzModelView, b: DalitzModelView) -> str | None:
     """The first difference between the data spaces of Dalitz models ``a`` and ``b`` (one
     phrase naming it), or None when they share masses, vetoes, runs and maps."""
     if a.kin != b.kin:

@@ -12,7 +12,7 @@ from .normalisation import _NormGrid
 from .resonances import legendre
 
 if TYPE_CHECKING:
-    from .model import DalitzModel
+    from .protocol import DalitzModelView
 
 # ---------------------------------------------------------------------------------------
 # Cached evaluation
@@ -26,7 +26,7 @@ class _State:
     change.
     """
 
-    def __init__(self, model: DalitzModel, norm: _NormGrid,
+    def __init__(self, model: DalitzModelView, norm: _NormGrid,
                  ev: list[tuple[np.ndarray, ...]] | None = None):
         self.model = model
         self.norm = norm

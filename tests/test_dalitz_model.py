@@ -70,7 +70,7 @@ def test_model_provides_the_view_its_likelihood_reads(nominal) -> None:
     # the protocol's own members (typing.get_protocol_members needs Python 3.13)
     declared = [*DalitzModelView.__annotations__,
                 *(n for n, v in vars(DalitzModelView).items()
-                  if isinstance(v, property) or callable(v) and not n.startswith("__"))]
+                  if isinstance(v, property) or (callable(v) and not n.startswith("__")))]
     assert {"run_names", "_norm", "_check_norm", "_sdp_terms", "kin"} <= set(declared)
     missing = [n for n in declared if not hasattr(nominal, n)]
     assert missing == []

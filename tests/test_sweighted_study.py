@@ -141,6 +141,28 @@ def test_sweights_are_the_splot_of_the_discriminants() -> None:
     assert yields.sum() == pytest.approx(data.n_events, rel=1e-9)
 
 
+def test_one_toy_fits_and_errors_use_one_yield_fit(monkeypatch) -> None:
+    """The weighted -ln L and the corrected covariance of one toy share its sWeights: the
+    discriminants' yield fit runs once per sample (twice before), and the covariance is
+    that of the weights the fit used."""
+    model = build_mass1d(load_spec(STUDY).models["nominal"]["options"])
+    data = model.sample(None, DataStreams(5, (1,)))
+    calls = []
+    real = type(model.discriminants).sweights
+    monkeypatch.setattr(type(model.discriminants), "sweights",
+                        lambda self, m: calls.append(1) or real(self, m))
+    nll = model.nll(data)
+    x = model.parameters.values
+    model.sweighted_covariance(data, x, ["n_sig", "mu"])
+    model.negative_weight_note(data, x)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(model.nll(data).weights, nll.weights)
+    # a fresh sample of the same events computes its own weights, equal to these
+    again = DiscriminatedSample(data.x, data.m, data.species)
+    np.testing.assert_array_equal(model.nll(again).weights, nll.weights)
+    assert len(calls) == 2
+
+
 def test_species_counts_are_poisson_and_independent_of_the_observable() -> None:
     # 300 toys of the T_cc+ study's generator: the mean count of each non-D0 species is
     # its expected count within 4 standard errors √(μ/300); within each species x and each

@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -195,6 +195,19 @@ class DiscriminatedSample:
     x: np.ndarray
     m: np.ndarray
     species: np.ndarray
+    _splots: list[tuple[Discriminants, SPlot]] = field(default_factory=list, init=False,
+                                                         repr=False, compare=False)
+
+    def sweights(self, discriminants: Discriminants) -> SPlot:
+        """``discriminants.sweights(self.m)``, computed once per sample and discriminants:
+        the weighted fit, its covariance and the note on a failed fit of one toy use the
+        same weights (and the yield fit of the classic sPlot runs once)."""
+        for d, sp in self._splots:
+            if d is discriminants:
+                return sp
+        sp = discriminants.sweights(self.m)
+        self._splots.append((discriminants, sp))
+        return sp
 
     @property
     def n_events(self) -> int:

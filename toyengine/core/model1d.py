@@ -452,7 +452,7 @@ class Model1D:
                 msg = ("a sample with discriminants is weighted by the model's sWeights: "
                        "give no weights, and fit it with a model that declares discriminants")
                 raise ModelError(msg)
-            return UnbinnedNLL(self, data.x, self.discriminants.sweights(data.m).weights[:, 0])
+            return UnbinnedNLL(self, data.x, data.sweights(self.discriminants).weights[:, 0])
         return UnbinnedNLL(self, data, weights)
 
     def sweighted_covariance(self, data: DiscriminatedSample, values: np.ndarray,
@@ -464,7 +464,7 @@ class Model1D:
         if self.discriminants is None or not isinstance(data, DiscriminatedSample):
             msg = "sweighted_covariance needs a model with discriminants and its sample"
             raise ModelError(msg)
-        sp = self.discriminants.sweights(data.m)
+        sp = data.sweights(self.discriminants)
         w = sp.weights[:, 0]
         nll = UnbinnedNLL(self, data.x, w)
         nll_w2 = UnbinnedNLL(self, data.x, w * w)

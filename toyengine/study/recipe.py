@@ -510,7 +510,9 @@ def _sweighted_errors(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyM
     if free and math.isfinite(res.nll):
         try:
             cov = model.sweighted_covariance(data, res.values, free)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - no covariance: the errors stay NaN
+        except (ModelError, np.linalg.LinAlgError, FloatingPointError, ValueError):
+            # no covariance at this minimum (a singular Hessian, events outside the range):
+            # the errors stay NaN; any other exception is a bug and fails the toy with its cause
             cov = None
     if cov is not None:
         _store_sweighted(a, at, model, res, free, cols, cov)

@@ -77,7 +77,8 @@ def _refit(spec, t, hyp, v, shape, limit_row):
 
 
 def _work(args):
-    path, starts, profile, refine, start, stop, shape, cached, limit_row, hyps, line, edges = args
+    (path, starts, profile, refine, start, stop, shape, cached, limit_row, hyps, line, edges,
+     screen) = args
     spec = load_spec(path)
     if starts is not None:
         spec = dataclasses.replace(spec, fit={**spec.fit, "starts": starts})
@@ -88,7 +89,7 @@ def _work(args):
     elif refine is not None and spec.fit.get("profile"):
         spec = dataclasses.replace(spec, fit={**spec.fit, "profile": {
             **spec.fit["profile"], "refine": refine}})
-    for key, val in (("line", line), ("edges", edges)):
+    for key, val in (("line", line), ("edges", edges), ("screen", screen)):
         if val is not None and spec.fit.get("profile"):
             spec = dataclasses.replace(spec, fit={**spec.fit, "profile": {
                 **spec.fit["profile"], key: val}})
@@ -161,6 +162,7 @@ def main() -> None:
                     "minimum of either biases t)")
     ap.add_argument("--line", type=int, default=None, help="override fit.profile.line")
     ap.add_argument("--edges", type=int, default=None, help="override fit.profile.edges")
+    ap.add_argument("--screen", type=int, default=None, help="override fit.profile.screen")
     ap.add_argument("--save", type=Path, default=None,
                     help="write each toy's engine t and the grid refit's t (npz)")
     a = ap.parse_args()
@@ -173,7 +175,7 @@ def main() -> None:
     stop = a.first + a.toys
     jobs = [(a.study, a.starts, a.profile, a.refine, s, min(s + a.chunk, stop), tuple(a.grid),
              {k: v for k, v in cached.items() if s <= int(k) < min(s + a.chunk, stop)},
-             a.limit_row, a.hyps, a.line, a.edges)
+             a.limit_row, a.hyps, a.line, a.edges, a.screen)
             for s in range(a.first, stop, a.chunk)]
     with ProcessPoolExecutor(a.workers) as ex:
         rows = [r for chunk in ex.map(_work, jobs) for r in chunk]
@@ -185,7 +187,8 @@ def main() -> None:
     d = t_grid - t
     cpu = np.array([r[11] for r in rows])
     print(f"{a.study}: toys {a.first}..{stop - 1}, starts={a.starts}, profile={a.profile}, "
-          f"refine={a.refine}, line={a.line}, edges={a.edges}, grid {a.grid} + limit row "
+          f"refine={a.refine}, line={a.line}, edges={a.edges}, screen={a.screen}, "
+          f"grid {a.grid} + limit row "
           f"{a.limit_row}, "
           f"{time.time() - t0:.0f} s wall; fit time per toy {ft.mean():.2f} s (median "
           f"{np.median(ft):.2f} s); engine CPU per toy {cpu.mean():.2f} s")

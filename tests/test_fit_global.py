@@ -166,6 +166,38 @@ def test_profile_edges_find_a_minimum_on_a_limit_the_grid_misses():
     assert [e.shape for e in edge_lines(BUMP_PARAMS, ("mu",), 24)] == [(1, 1), (1, 1)]
 
 
+def _bumps_and_nuisance(x: np.ndarray) -> float:
+    """The two bumps of :func:`_two_bumps` (heights 1.2 at mu = 3 and 2 at mu = 8) and a
+    nuisance ``b`` whose minimum is 1.8 g(mu) (g: the far bump's shape, 0 near mu = 3):
+    −ln L = a²/2 − a s(mu) + (b − 1.8 g(mu))²/2. With ``b`` free the far bump is the global
+    minimum (−2 against −0.72); a profile that floats only ``a`` (``b`` at its base 0)
+    ranks it above the near bump."""
+    mu, a, b = x
+    g = math.exp(-0.5 * ((mu - 8.0) / 0.3) ** 2)
+    s = 1.2 * math.exp(-0.5 * ((mu - 3.0) / 0.3) ** 2) + 2.0 * g
+    return 0.5 * a * a - a * s + 0.5 * (b - 1.8 * g) ** 2
+
+
+def test_profile_screen_ranks_basins_by_brief_full_fits():
+    params = ParameterSet((*BUMP_PARAMS, Parameter("b", 0.0, (-5.0, 5.0), step=0.1)))
+    # on the 10-cell grid (centres 0.5, ..., 9.5) the profile is −0.045 at mu = 2.5 and 3.5
+    # and −0.024 at 7.5 and 8.5 (−(2 g)²/2 + (1.8 g)²/2 with g = exp(−0.5 (0.5/0.3)²))
+    plain = fit(_bumps_and_nuisance, params, scan=("mu",),
+                profile=ProfileStarts((10,), best=1, free=("a",)))
+    assert plain.value("mu") == pytest.approx(3.0, abs=1e-2)
+    assert plain.nll == pytest.approx(-0.72, abs=1e-4)
+    # the four lowest profile minima, each fitted briefly with mu, a and b free: the far
+    # bump's ends lowest, and the one full fit starts from there
+    screened = fit(_bumps_and_nuisance, params, scan=("mu",),
+                   profile=ProfileStarts((10,), best=1, free=("a",), screen=4))
+    assert screened.value("mu") == pytest.approx(8.0, abs=1e-2)
+    assert screened.value("b") == pytest.approx(1.8, abs=1e-2)
+    assert screened.nll == pytest.approx(-2.0, abs=1e-4)
+    assert screened.n_starts == plain.n_starts == 2  # the nominal start + the best one
+    # the brief fits are counted
+    assert screened.nfcn > plain.nfcn
+
+
 def test_profile_with_fixed_base_floats_only_the_named_parameters():
     """``free``/``base``: the nuisance ``b`` stays at the base value in the profile (its
     minimum is at 1 everywhere, the base puts it at 1), the bumps are found all the same."""

@@ -131,6 +131,14 @@ class ProfileStarts:
         beyond the grid's outermost points, and the profile (the parameters outside
         ``free`` held at ``base``) ranks it below minima whose full fits are higher: it gets
         a start of its own.
+    screen : int
+        If > 0, the ``screen`` lowest profile minima (grid and line) and the lowest edge
+        point are each first fitted briefly with every parameter free (loose tolerance, no
+        HESSE), and the full fit starts from the ``best`` lowest of those ends (distinct by
+        more than ``SAME_MINIMUM``), the edge point's included. The profile ranks basins
+        with the parameters outside ``free`` held at ``base``; a brief full fit ranks them
+        as the full fit will, at a fraction of its cost, so that fewer full fits reach the
+        same minima.
     """
 
     grid: tuple[int, ...]
@@ -140,6 +148,7 @@ class ProfileStarts:
     refine: int = 0
     line: int = 0
     edges: int = 0
+    screen: int = 0
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins
@@ -259,6 +268,18 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
         if math.isfinite(best_edge[0]):
             edge_start.append(best_edge[1])
     order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
+    if profile.screen:
+        # brief full fits rank the candidates as the full fit would (every parameter free)
+        ends: list[tuple[float, int, np.ndarray]] = []
+        cands = [values[k] for k in order[: profile.screen]] + edge_start
+        for i, x in enumerate(cands):
+            res = _single_fit(nll, params, x, False, 0, _PROFILE_TOL, False)
+            nfcn += res.nfcn
+            if math.isfinite(res.nll) and not any(abs(res.nll - e[0]) <= SAME_MINIMUM
+                                                  for e in ends):
+                ends.append((res.nll, i, res.values))
+        ends.sort(key=lambda e: (e[0], e[1]))
+        return [v for _, _, v in ends[: max(int(profile.best), 0)]], nfcn
     if not profile.refine:
         return [values[k] for k in order[: max(int(profile.best), 0)]] + edge_start, nfcn
     # each basin's minimum with the scan parameters free too (still few parameters): the

@@ -165,7 +165,7 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
         free = tuple(n for n in prof["free"] if n in model.parameters.free_names)
         base = _fitted_base(model, fitted)
     return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"],
-                         prof.get("line", 0), prof.get("edges", 0))
+                         prof.get("line", 0), prof.get("edges", 0), prof.get("screen", 0))
 
 
 def _fitted_base(model: ToyModel, fitted: dict[int, FitResult]) -> np.ndarray | None:

@@ -280,7 +280,8 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                                                          "strategy": None, "hesse": None,
                                                          "profile": None, "scan": None,
                                                          "global_observables": "sample"}
-    for later in ("line", "edges", "free"):  # added later: a study without them keeps its digest
+    # options added later: a study without them keeps its digest
+    for later in ("line", "edges", "screen", "free"):
         if fit.get("profile") is not None and not fit["profile"].get(later):
             del fit["profile"][later]
     kind = kind_info(f.kind)

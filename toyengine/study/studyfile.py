@@ -126,6 +126,10 @@ class ProfileSettings(StrictModel):
                        "every edge of the scan box (each scan parameter at its lower and "
                        "upper limit, the other across its range; default 0: none): minima "
                        "on a limit lie half a cell outside the grid")
+    screen: int = Field(0, ge=0, le=50, description="fit the N lowest profile minima (and "
+                        "the lowest edge point) briefly with every parameter free, and start "
+                        "the full fits from the best of those ends (default 0: from the "
+                        "profile's best points directly)")
     free: list[Name] | None = Field(None, description="parameters fitted at each profile "
                                     "point, the others at their nominal values (default: "
                                     "every free one that is not a scan parameter; in a "

@@ -221,3 +221,38 @@ def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> N
     ref = open_results(reference)
     for var in COMPARED:
         np.testing.assert_array_equal(ds[var].values[:, :40], ref[var].values, err_msg=var)
+
+
+def _preloaded() -> list[str]:
+    """On a worker: which of the modules the preload loads are imported (and the 1-D
+    kernels' dispatchers compiled or loaded from numba's cache)."""
+    mods = [m for m in ("toyengine.store.results", "toyengine.core.model1d_kernels")
+            if m in sys.modules]
+    if "toyengine.core.model1d_kernels" in sys.modules:
+        kernels = sys.modules["toyengine.core.model1d_kernels"]
+        if all(getattr(kernels, k).signatures for k in ("nll_terms", "bw_rows")):
+            mods.append("kernels")
+    return mods
+
+
+def test_our_local_cluster_workers_load_the_store_writer_and_kernels_at_start() -> None:
+    """The embedded cluster's workers import the store writer and load the 1-D likelihood's
+    compiled kernels at start, before any study is sent (toyengine.run.preload): the first
+    chunk does not pay for them."""
+    from toyengine.run.client import _make_client
+
+    client, cluster = _make_client(1, None, None, 30.0)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            got = next(iter(client.run(_preloaded).values()))
+            if len(got) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert got == ["toyengine.store.results", "toyengine.core.model1d_kernels", "kernels"]
+        # nothing of a study: no model was built or shipped
+        assert not next(iter(client.run(
+            lambda: "toyengine.core.model1d" in sys.modules).values()))
+    finally:
+        client.close()
+        cluster.close()

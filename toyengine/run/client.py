@@ -82,7 +82,7 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
     try:
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                               silence_logs=40)
+                               silence_logs=40, preload=["toyengine.run.preload"])
     finally:
         if old is not None:
             signal.signal(signal.SIGINT, old)

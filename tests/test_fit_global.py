@@ -12,6 +12,7 @@ from toyengine.core.fit import (
     LINE_OFFSET,
     SAME_MINIMUM,
     ProfileStarts,
+    Restarts,
     _grid_minima,
     _start_points,
     edge_lines,
@@ -63,6 +64,25 @@ def test_scan_multistart_finds_the_global_minimum_that_local_starts_miss():
     assert min(abs(p[0] - BARRIER) for p in pts) > 0.1
     assert glob.n_best == sum(p[0] > BARRIER for p in pts)
     assert 1 <= glob.n_best < 8
+
+
+def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
+    """A parameter with two minima (the wells of :func:`_two_wells`) and no scan: the
+    nominal start stays in the shallow well; 4 restarts from that minimum over m's range
+    (Halton points 0, -2, 2, -3: the first one, the box's corner -4, skipped) reach the deeper one,
+    with a full fit from the lower brief end."""
+    local = fit(_two_wells, WELL_PARAMS)
+    assert local.value("m") == pytest.approx(-1.9343, abs=0.01)
+    res = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("m", "not_a_parameter"), 4))
+    assert res.value("m") == pytest.approx(2.0591, abs=0.01)
+    assert res.value("a") == pytest.approx(1.0, abs=1e-3)
+    assert res.nll < local.nll - 1.5
+    assert res.valid
+    assert res.n_starts == local.n_starts + 4
+    assert res.nfcn > local.nfcn
+    # restarts of fixed or absent parameters do nothing
+    none = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("not_a_parameter",), 4))
+    assert none.n_starts == local.n_starts and none.nll == local.nll
 
 
 def _two_bumps(x: np.ndarray) -> float:
@@ -385,6 +405,31 @@ def test_profile_line_and_free_in_a_study_file():
     bad = StudySpec.from_text(text.replace("best: 3}", "best: 3, free: [nope]}"), str(path),
                               str(path.parent))
     with pytest.raises(ToyEngineError, match=r"fit.profile.free names \['nope'\]"):
+        check_profile(bad)
+
+
+def test_restarts_in_a_study_file():
+    """``fit.restarts`` is read from the study file, left out of the digest when unset, and
+    a parameter no model has is one error naming it."""
+    from pathlib import Path
+
+    from toyengine.errors import ToyEngineError
+    from toyengine.study.plan import check_profile
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "tcc" / "significance.yaml"
+    text = path.read_text()
+    base = StudySpec.from_text(text, str(path), str(path.parent))
+    assert "restarts" not in base.fit
+    marker = "  profile: {"
+    assert marker in text
+    moved = StudySpec.from_text(text.replace(marker, "  restarts: {params: [n_sig]}\n" + marker),
+                                str(path), str(path.parent))
+    assert moved.fit["restarts"] == {"params": ["n_sig"], "points": 4}
+    assert moved.digest != base.digest
+    check_profile(moved)
+    bad = StudySpec.from_text(text.replace(marker, "  restarts: {params: [nope], points: 2}\n"
+                                           + marker), str(path), str(path.parent))
+    with pytest.raises(ToyEngineError, match=r"fit.restarts.params names \['nope'\]"):
         check_profile(bad)
 
 

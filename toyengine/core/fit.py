@@ -24,8 +24,8 @@ from .minimize import _single_fit
 from .params import ParameterSet
 from .status import FailReason, FitStatus
 
-__all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "edge_lines", "fit",
-           "flat_parameters", "line_grid", "scan_grid"]
+__all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "Restarts", "edge_lines",
+           "fit", "flat_parameters", "line_grid", "scan_grid"]
 
 
 def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
@@ -149,6 +149,51 @@ class ProfileStarts:
     line: int = 0
     edges: int = 0
     screen: int = 0
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """Brief fits from the lowest minimum with some parameters moved across their range.
+
+    After every start, the lowest minimum's vector is refitted briefly (every parameter
+    free, the profile's loose tolerance, no HESSE) from ``points`` low-discrepancy points
+    (a Halton sequence without scrambling, its first point — the box's corner — skipped)
+    over the ranges of ``params`` (:func:`_scan_box`), the other parameters at the
+    minimum's values; a brief fit that ends lower than the minimum is followed by a full
+    fit from its end. For nuisance parameters with several minima at the same signal, e.g.
+    the LASS scattering length and effective range of a K π S-wave (Aston et al., Nucl.
+    Phys. B 296 (1988) 493, Eq. 1), whose second minima no start of the signal's scan
+    reaches.
+
+    Attributes
+    ----------
+    params : tuple of str
+        The parameters moved (those the model does not have, or has fixed, are ignored).
+    points : int
+        Number of restarts.
+    """
+
+    params: tuple[str, ...]
+    points: int = 4
+
+
+def _restart_points(params: ParameterSet, x: np.ndarray,
+                    restarts: Restarts) -> list[np.ndarray]:
+    """The start vectors of :class:`Restarts` around the minimum ``x``."""
+    names = [n for n in restarts.params if n in params and not params[n].fixed]
+    if not names or restarts.points < 1:
+        return []
+    from scipy.stats import qmc
+
+    idx = [params.index(n) for n in names]
+    box = np.array([_scan_box(params, n) for n in names])
+    u = qmc.Halton(len(idx), scramble=False).random(restarts.points + 1)[1:]
+    out = []
+    for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
+        y = np.array(x, dtype=float)
+        y[idx] = row
+        out.append(y)
+    return out
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins
@@ -333,7 +378,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         rng: np.random.Generator | None = None, minos: bool = False,
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
         scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
-        profile: ProfileStarts | None = None,
+        profile: ProfileStarts | None = None, restarts: Restarts | None = None,
         fixed_flat: Sequence[str] = ()) -> FitResult:
     """Minimise ``nll``: trust-region Newton when it has an analytic ``grad`` and
     ``hessian`` and MINOS is not asked for (:func:`_single_fit`), else MIGRAD, then HESSE
@@ -378,6 +423,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Also start from the best points of a coarse profile over the free ``scan``
         parameters (tried after the others, before ``extra_starts``); its cost is in
         ``nfcn`` and ``time``, its starts in ``n_starts``.
+    restarts : Restarts, optional
+        Then brief fits from the lowest minimum with some parameters moved across their
+        range (:class:`Restarts`); their cost is in ``nfcn`` and ``time``, their count in
+        ``n_starts``.
     fixed_flat : sequence of str
         Parameters already fixed because they are flat (set by the rerun below; every
         start then has them at their nominal values).
@@ -419,6 +468,23 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         if best is None or _better(res, best):
             best = res
     assert best is not None
+    n_restarts = 0
+    if restarts is not None and math.isfinite(best.nll):
+        for x0 in _restart_points(params, best.values, restarts):
+            n_restarts += 1
+            brief = _single_fit(nll, params, x0, False, 0, _PROFILE_TOL, False)
+            total_nfcn += brief.nfcn
+            if not (math.isfinite(brief.nll) and brief.nll < best.nll - SAME_MINIMUM):
+                continue
+            res = _single_fit(nll, params, brief.values, minos, strategy, tol, hesse)
+            total_nfcn += res.nfcn
+            refit = _refit_at_limits(nll, params, res, minos, strategy, tol, hesse)
+            if refit is not None:
+                total_nfcn += refit.nfcn
+                res = refit
+            results.append(res)
+            if _better(res, best):
+                best = res
     n_best = sum(1 for r in results
                  if math.isfinite(r.nll) and r.nll <= best.nll + SAME_MINIMUM)
     flat = (flat_parameters(nll, params)
@@ -430,13 +496,13 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         # could change a cached likelihood's last bits)
         again = fit(nll, params.updated({n: {"fixed": True} for n in flat}), starts=starts,
                     rng=rng, minos=minos, strategy=strategy, tol=tol, hesse=hesse, scan=scan,
-                    extra_starts=extra_starts, profile=profile,
+                    extra_starts=extra_starts, profile=profile, restarts=restarts,
                     fixed_flat=(*fixed_flat, *flat))
         return FitResult(**{**again.__dict__, "time": time.perf_counter() - t0,
                             "nfcn": again.nfcn + total_nfcn})
     elapsed = time.perf_counter() - t0
     return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn,
-                        "n_starts": len(points), "n_best": n_best,
+                        "n_starts": len(points) + n_restarts, "n_best": n_best,
                         "fixed_flat": tuple(dict.fromkeys((*fixed_flat, *best.fixed_flat)))})
 
 

@@ -178,7 +178,16 @@ def scan_plan(spec: StudySpec) -> ScanPlan | None:
 def check_profile(spec: StudySpec) -> None:
     """Raise :class:`ModelError` when ``fit.profile.grid`` does not have one size per free
     scan parameter of every hypothesis that has scan parameters (variant 0's models), or
-    ``fit.profile.free`` names a parameter no hypothesis has."""
+    ``fit.profile.free`` or ``fit.restarts.params`` names a parameter no hypothesis has."""
+    restart = spec.fit.get("restarts")
+    if restart:
+        known = {n for h in spec.hypotheses
+                 for n in build_model(spec, spec.variants[0], h).parameters.names}
+        unknown = [n for n in restart["params"] if n not in known]
+        if unknown:
+            msg = (f"fit.restarts.params names {unknown}, which no hypothesis has "
+                   f"(parameters: {sorted(known)})")
+            raise ModelError(msg)
     prof = spec.fit.get("profile")
     if not prof:
         return

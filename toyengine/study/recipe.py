@@ -34,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.fit import FailReason, FitResult, FitStatus, ProfileStarts, fit, flat_parameters
+from ..core.fit import (
+    FailReason,
+    FitResult,
+    FitStatus,
+    ProfileStarts,
+    Restarts,
+    fit,
+    flat_parameters,
+)
 from ..core.likelihood import NormalConstraint, as_likelihood
 from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
@@ -166,6 +174,13 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
         base = _fitted_base(model, fitted)
     return ProfileStarts(tuple(prof["grid"]), prof["best"], free, base, prof["refine"],
                          prof.get("line", 0), prof.get("edges", 0), prof.get("screen", 0))
+
+
+def _restarts(spec: StudySpec) -> Restarts | None:
+    """The study's ``fit.restarts`` (None without one); parameters a hypothesis does not
+    have are ignored in its fit."""
+    r = spec.fit.get("restarts")
+    return None if r is None else Restarts(tuple(r["params"]), r["points"])
 
 
 def _fitted_base(model: ToyModel, fitted: dict[int, FitResult]) -> np.ndarray | None:
@@ -598,7 +613,8 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                           minos=spec.fit["minos"], strategy=spec.fit["strategy"],
                           hesse=spec.fit["hesse"], scan=model.scan_parameters,
                           extra_starts=extra,
-                          profile=_profile(spec, model, pair, fitted, h, extra))
+                          profile=_profile(spec, model, pair, fitted, h, extra),
+                          restarts=_restarts(spec))
                 res = _collapse_to_null(pair, hyps, fitted, h, res)
                 fitted[h] = res
             except Exception as exc:

@@ -136,6 +136,17 @@ class ProfileSettings(StrictModel):
                                     "nested test's alternative fit those it alone has)")
 
 
+class RestartSettings(StrictModel):
+    """Brief refits from the lowest minimum with some parameters moved across their range."""
+
+    params: Annotated[list[Name], Len(1, 20)] = Field(
+        description="the parameters moved (e.g. the LASS a and r of a K pi S-wave, whose "
+        "second minima no start of the signal scan reaches); each must be a parameter of "
+        "a hypothesis")
+    points: int = Field(4, ge=1, le=50, description="restarts per fit (low-discrepancy "
+                        "points over the parameters' ranges)")
+
+
 class FitSettings(StrictModel):
     """How every toy is fitted."""
 
@@ -148,6 +159,10 @@ class FitSettings(StrictModel):
     profile: ProfileSettings | None = Field(None, description="also start from the best "
                                             "points of a coarse profile over the model's "
                                             "scan parameters")
+    restarts: RestartSettings | None = Field(None, description="after the starts, brief "
+                                             "refits from the lowest minimum with the named "
+                                             "parameters moved across their range; a lower "
+                                             "end gets a full fit")
     scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
                                       "(significance only)")
     global_observables: Literal["sample", "fixed"] = Field(

@@ -456,8 +456,10 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         points = [np.array(x, dtype=float) for x in points]
         for x in points:
             x[idx] = params.values[idx]
-    best: FitResult | None = None
-    for x0 in points:
+    def full_fit(x0: np.ndarray) -> FitResult:
+        """One start's fit, refitted with the parameters it left on a limit fixed there;
+        its calls (both fits') added to ``total_nfcn``."""
+        nonlocal total_nfcn
         res = _single_fit(nll, params, x0, minos, strategy, tol, hesse)
         total_nfcn += res.nfcn
         refit = _refit_at_limits(nll, params, res, minos, strategy, tol, hesse)
@@ -465,6 +467,11 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
             total_nfcn += refit.nfcn
             res = refit
         results.append(res)
+        return res
+
+    best: FitResult | None = None
+    for x0 in points:
+        res = full_fit(x0)
         if best is None or _better(res, best):
             best = res
     assert best is not None
@@ -476,13 +483,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
             total_nfcn += brief.nfcn
             if not (math.isfinite(brief.nll) and brief.nll < best.nll - SAME_MINIMUM):
                 continue
-            res = _single_fit(nll, params, brief.values, minos, strategy, tol, hesse)
-            total_nfcn += res.nfcn
-            refit = _refit_at_limits(nll, params, res, minos, strategy, tol, hesse)
-            if refit is not None:
-                total_nfcn += refit.nfcn
-                res = refit
-            results.append(res)
+            res = full_fit(brief.values)
             if _better(res, best):
                 best = res
     n_best = sum(1 for r in results

@@ -216,6 +216,19 @@ def test_profile_screen_ranks_basins_by_brief_full_fits():
     assert screened.n_starts == plain.n_starts == 2  # the nominal start + the best one
     # the brief fits are counted
     assert screened.nfcn > plain.nfcn
+    # screen and refine are two rankings: one of them, in the API and in a study file
+    with pytest.raises(ValueError, match="refine or screen"):
+        ProfileStarts((10,), best=1, refine=2, screen=4)
+    from pathlib import Path
+
+    from toyengine.errors import SpecError
+
+    path = Path(__file__).resolve().parents[1] / "studies" / "zc4100" / "significance.yaml"
+    text = path.read_text()
+    assert "screen: 8}" in text
+    with pytest.raises(SpecError, match="refine and screen are two ways"):
+        StudySpec.from_text(text.replace("screen: 8}", "screen: 8, refine: 2}"), str(path),
+                            str(path.parent))
 
 
 def test_profile_with_fixed_base_floats_only_the_named_parameters():

@@ -150,6 +150,11 @@ class ProfileStarts:
     edges: int = 0
     screen: int = 0
 
+    def __post_init__(self) -> None:
+        if self.refine and self.screen:
+            msg = "ProfileStarts: give refine or screen (two rankings of the profile's minima)"
+            raise ValueError(msg)
+
 
 @dataclass(frozen=True)
 class Restarts:

@@ -13,6 +13,7 @@ kernels of the 1-D likelihood (numba's cache, loaded, not compiled, after the fi
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -30,5 +31,7 @@ def _load() -> None:
         from ..store import results  # noqa: F401 - what a chunk task writes with
 
         load()
-    except Exception:  # noqa: BLE001, S110 - only a head start: the warm-up and the chunk
-        pass  # tasks import the same modules and report what fails, with its toy
+    except Exception as exc:  # noqa: BLE001 - only a head start: the chunk tasks import the
+        # same modules and report what fails with its toy; the worker's log says why here
+        logging.getLogger(__name__).warning("toyengine preload on this worker failed: %s: %s",
+                                            type(exc).__name__, exc)

@@ -179,32 +179,25 @@ def check_profile(spec: StudySpec) -> None:
     """Raise :class:`ModelError` when ``fit.profile.grid`` does not have one size per free
     scan parameter of every hypothesis that has scan parameters (variant 0's models), or
     ``fit.profile.free`` or ``fit.restarts.params`` names a parameter no hypothesis has."""
-    restart = spec.fit.get("restarts")
-    if restart:
-        known = {n for h in spec.hypotheses
-                 for n in build_model(spec, spec.variants[0], h).parameters.names}
-        unknown = [n for n in restart["params"] if n not in known]
-        if unknown:
-            msg = (f"fit.restarts.params names {unknown}, which no hypothesis has "
-                   f"(parameters: {sorted(known)})")
-            raise ModelError(msg)
-    prof = spec.fit.get("profile")
-    if not prof:
+    prof = spec.fit.get("profile") or {}
+    restart = spec.fit.get("restarts") or {}
+    if not prof and not restart:
         return
-    for h in spec.hypotheses:
-        model = build_model(spec, spec.variants[0], h)
+    models = [build_model(spec, spec.variants[0], h) for h in spec.hypotheses]
+    for h, model in zip(spec.hypotheses, models, strict=True):
         names = tuple(n for n in model.scan_parameters if not model.parameters[n].fixed)
-        if names and len(names) != len(prof["grid"]):
+        if prof and names and len(names) != len(prof["grid"]):
             msg = (f"fit.profile.grid has {len(prof['grid'])} entries but the model {h!r} "
                    f"has the free scan parameters {names}")
             raise ModelError(msg)
-    known = {n for h in spec.hypotheses
-             for n in build_model(spec, spec.variants[0], h).parameters.names}
-    unknown = [n for n in prof.get("free") or () if n not in known]
-    if unknown:
-        msg = (f"fit.profile.free names {unknown}, which no hypothesis has "
-               f"(parameters: {sorted(known)})")
-        raise ModelError(msg)
+    known = {n for model in models for n in model.parameters.names}
+    for option, names in (("fit.profile.free", prof.get("free")),
+                          ("fit.restarts.params", restart.get("params"))):
+        unknown = [n for n in names or () if n not in known]
+        if unknown:
+            msg = (f"{option} names {unknown}, which no hypothesis has "
+                   f"(parameters: {sorted(known)})")
+            raise ModelError(msg)
 
 
 def _data_space(model: Any) -> tuple[object, ...] | None:

@@ -281,8 +281,8 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
                                                          "profile": None, "scan": None,
                                                          "global_observables": "sample"}
     # options added later: a study without them keeps its digest
-    if fit.get("restarts", 0) is None:
-        del fit["restarts"]
+    if fit.get("restarts") is None:
+        fit.pop("restarts", None)
     for later in ("line", "edges", "screen", "free"):
         if fit.get("profile") is not None and not fit["profile"].get(later):
             del fit["profile"][later]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from annotated_types import Len
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..models.options import FiniteFloat, Pair, StrictModel, ordered_pair
 from .kinds import KIND_INFO
@@ -134,6 +134,14 @@ class ProfileSettings(StrictModel):
                                     "point, the others at their nominal values (default: "
                                     "every free one that is not a scan parameter; in a "
                                     "nested test's alternative fit those it alone has)")
+
+    @model_validator(mode="after")
+    def _one_ranking(self) -> ProfileSettings:
+        if self.refine and self.screen:
+            msg = ("refine and screen are two ways to rank the profile's minima before the "
+                   "full fits: give one of them")
+            raise ValueError(msg)
+        return self
 
 
 class RestartSettings(StrictModel):

@@ -18,6 +18,7 @@ from toyengine.core.fit import (
     edge_lines,
     fit,
     line_grid,
+    lower_of,
 )
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.study.plan import Chunk, Plan
@@ -80,9 +81,28 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     assert res.valid
     assert res.n_starts == local.n_starts + 4
     assert res.nfcn > local.nfcn
+    # the minimum the restarts moved away from is kept: another mode of the nuisance
+    assert local.replaced_minima == ()
+    assert len(res.replaced_minima) == 1
+    np.testing.assert_allclose(res.replaced_minima[0], local.values, atol=1e-3)
     # restarts of fixed or absent parameters do nothing
     none = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("not_a_parameter",), 4))
     assert none.n_starts == local.n_starts and none.nll == local.nll
+    assert none.replaced_minima == ()
+
+
+def test_lower_of_two_searches_keeps_the_lower_minimum_and_both_costs():
+    shallow = fit(_two_wells, WELL_PARAMS)
+    deep = fit(_two_wells, WELL_PARAMS, extra_starts=[np.array([2.0, 1.0])])
+    for a, b in ((shallow, deep), (deep, shallow)):
+        both = lower_of(a, b)
+        assert both.nll == deep.nll
+        assert both.value("m") == deep.value("m")
+        assert both.nfcn == shallow.nfcn + deep.nfcn
+        assert both.n_starts == shallow.n_starts + deep.n_starts
+        assert both.time == pytest.approx(shallow.time + deep.time)
+        assert both.n_best == deep.n_best  # the shallow search did not reach the minimum
+    assert lower_of(deep, deep).n_best == 2 * deep.n_best
 
 
 def _two_bumps(x: np.ndarray) -> float:
@@ -318,6 +338,47 @@ def test_nested_significance_toys_have_t_nonnegative_and_zero_at_zero_signal():
     assert at_zero.sum() >= 3
     assert np.all(t[at_zero] == 0.0)
     assert np.all(a["n_best"][:, h1] >= 1)
+
+
+def test_alternative_searches_again_from_each_mode_the_null_restarts_left(monkeypatch):
+    """When the null fit's restarts found a lower minimum than a first one (another mode of
+    its nuisance parameters, ``replaced_minima``), the alternative's search runs once more
+    with that mode embedded (signal at zero, shared parameters at the mode's values) as its
+    nested start, and the lower of the two searches is stored with the cost of both."""
+    from dataclasses import replace
+
+    import toyengine.study.recipe as recipe
+
+    spec = StudySpec.from_text(SIG_SPEC.replace("fit: {starts: 4}", "fit: {starts: 1}"))
+    plan = Plan.of(spec)
+    real = recipe.fit
+    calls: list[tuple[tuple[str, ...], list[np.ndarray]]] = []
+    mode: dict[str, float] = {}
+
+    def spy(nll, params, **kw):
+        res = real(nll, params, **kw)
+        calls.append((params.names, [np.array(x) for x in kw.get("extra_starts", ())]))
+        if "n_sig" not in params.names:  # the null: pretend its restarts left a mode
+            x = res.values.copy()
+            x[params.index("n_bkg")] += 7.0
+            mode.update(zip(params.names, x, strict=True))
+            res = replace(res, replaced_minima=(x,))
+        return res
+
+    monkeypatch.setattr(recipe, "fit", spy)
+    a = run_chunk(plan, Chunk(0, 0, 0, 1)).arrays
+    h1 = spec.hypotheses.index("H1")
+    alt = [extra for names, extra in calls if "n_sig" in names]
+    assert len(alt) == 2, "one search from the null minimum, one from its other mode"
+    second = alt[1][0]
+    names = next(n for n, _ in calls if "n_sig" in n)
+    assert second[names.index("n_sig")] == 0.0
+    assert second[names.index("n_bkg")] == pytest.approx(mode["n_bkg"])
+    assert alt[0][0][names.index("n_bkg")] == pytest.approx(mode["n_bkg"] - 7.0)
+    monkeypatch.setattr(recipe, "fit", real)
+    once = run_chunk(plan, Chunk(0, 0, 0, 1)).arrays
+    assert a["n_starts"][0, h1] == 2 * once["n_starts"][0, h1]
+    assert a["nll"][0, h1] <= once["nll"][0, h1] + SAME_MINIMUM
 
 
 SCAN_SPEC = """

@@ -25,7 +25,7 @@ from .params import ParameterSet
 from .status import FailReason, FitStatus
 
 __all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "Restarts", "edge_lines",
-           "fit", "flat_parameters", "line_grid", "scan_grid"]
+           "fit", "flat_parameters", "line_grid", "lower_of", "scan_grid"]
 
 
 def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
@@ -481,6 +481,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
             best = res
     assert best is not None
     n_restarts = 0
+    replaced: list[np.ndarray] = []
     if restarts is not None and math.isfinite(best.nll):
         for x0 in _restart_points(params, best.values, restarts):
             n_restarts += 1
@@ -490,6 +491,8 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
                 continue
             res = full_fit(brief.values)
             if _better(res, best):
+                if res.nll < best.nll - SAME_MINIMUM:  # another mode, not the same minimum
+                    replaced.append(best.values)
                 best = res
     n_best = sum(1 for r in results
                  if math.isfinite(r.nll) and r.nll <= best.nll + SAME_MINIMUM)
@@ -509,6 +512,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     elapsed = time.perf_counter() - t0
     return FitResult(**{**best.__dict__, "time": elapsed, "nfcn": total_nfcn,
                         "n_starts": len(points) + n_restarts, "n_best": n_best,
+                        "replaced_minima": tuple(replaced),
                         "fixed_flat": tuple(dict.fromkeys((*fixed_flat, *best.fixed_flat)))})
 
 
@@ -606,6 +610,16 @@ def _refit_at_limits(nll: Callable[[np.ndarray], float], params: ParameterSet,
         return None
     return FitResult(**{**res.__dict__, "at_limit": True, "fixed_at_limit": tuple(limits),
                         "fixed_flat": flat})
+
+
+def lower_of(a: FitResult, b: FitResult) -> FitResult:
+    """The better of two searches of the same likelihood (:func:`_better`), with the calls,
+    time and starts of both, and the starts of both that reached its minimum."""
+    best, other = (b, a) if _better(b, a) else (a, b)
+    same = math.isfinite(other.nll) and other.nll <= best.nll + SAME_MINIMUM
+    return FitResult(**{**best.__dict__, "nfcn": a.nfcn + b.nfcn, "time": a.time + b.time,
+                        "n_starts": a.n_starts + b.n_starts,
+                        "n_best": best.n_best + (other.n_best if same else 0)})
 
 
 def _better(a: FitResult, b: FitResult) -> bool:

@@ -26,7 +26,10 @@ class FitResult:
     one was raised); ``fixed_flat`` those on
     which the likelihood did not depend once a parameter was fixed at zero (the shape
     parameters of a signal whose yield is zero, :func:`flat_parameters`): fixed at their
-    nominal values for that fit (error NaN). ``nfcn`` counts the
+    nominal values for that fit (error NaN); ``replaced_minima`` the parameter vectors of
+    minima than which a restart (:class:`~toyengine.core.fit.Restarts`) found a lower one:
+    other modes of the nuisance parameters, from which the alternative of a nested test
+    searches too. ``nfcn`` counts the
     likelihood calls: of ``nll`` alone after MIGRAD, of ``nll``, its gradient and its Hessian
     together after a Newton fit (plus those of a Newton fit that fell back to MIGRAD). The
     ``errors`` of a Newton fit are ``sqrt(diag(covariance))``; those of MIGRAD + HESSE are
@@ -55,6 +58,7 @@ class FitResult:
     fixed_at_limit: tuple[str, ...] = ()
     fixed_flat: tuple[str, ...] = ()
     reason: FailReason = FailReason.NONE
+    replaced_minima: tuple[np.ndarray, ...] = ()
 
     def at_limit_mask(self, params: ParameterSet) -> np.ndarray:
         """Which parameters of ``params`` (in their order) ended on a limit: those refitted

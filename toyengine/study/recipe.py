@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from ..core.fit import (
     Restarts,
     fit,
     flat_parameters,
+    lower_of,
 )
 from ..core.likelihood import NormalConstraint, as_likelihood
 from ..errors import FitFailureWarning, ModelError
@@ -135,12 +136,39 @@ def _nested_starts(pair: tuple[int, int] | None, hyps: list[ToyModel],
     do not exist under ``h0``). MIGRAD only descends from there, so the ``h1`` minimum
     cannot end above the ``h0`` one and t = 2 (nll_h0 − nll_h1) ≥ 0 up to the tolerance.
     """
+    r0 = _null_fit(pair, fitted, h)
+    return [] if r0 is None else [_embedded(pair, hyps, h, r0.names, r0.values)]
+
+
+def _null_modes(pair: tuple[int, int] | None, hyps: list[ToyModel],
+                fitted: dict[int, FitResult], h: int) -> list[np.ndarray]:
+    """The null fit's other modes embedded in the alternative model as
+    :func:`_nested_starts` embeds its minimum: the minima its restarts found a lower one than
+    (:attr:`~toyengine.core.fitresult.FitResult.replaced_minima`, e.g. another solution of
+    a K π S-wave). The alternative's lowest minimum may lie in such a mode (a signal that
+    takes over part of what the other S-wave solution described), so its search runs once
+    more from each, its profile's fixed parameters there."""
+    r0 = _null_fit(pair, fitted, h)
+    if r0 is None:
+        return []
+    return [_embedded(pair, hyps, h, r0.names, x) for x in r0.replaced_minima]
+
+
+def _null_fit(pair: tuple[int, int] | None, fitted: dict[int, FitResult],
+              h: int) -> FitResult | None:
+    """The null's fit of this toy when ``h`` is the alternative of a nested test and the
+    null's −ln L is finite; else None."""
     if pair is None or h != pair[1]:
-        return []
+        return None
     r0 = fitted.get(pair[0])
-    if r0 is None or not math.isfinite(r0.nll):
-        return []
-    null = dict(zip(r0.names, r0.values, strict=True))
+    return r0 if r0 is not None and math.isfinite(r0.nll) else None
+
+
+def _embedded(pair: tuple[int, int], hyps: list[ToyModel], h: int, names: Sequence[str],
+              values: np.ndarray) -> np.ndarray:
+    """A vector of the null's parameters (``names``, ``values``) as a point of the
+    alternative model ``hyps[h]`` (:func:`_nested_starts`)."""
+    null = dict(zip(names, values, strict=True))
     zero = _null_embedding(hyps[h], hyps[pair[0]].parameters)
     x = []
     for p in hyps[h].parameters:
@@ -149,7 +177,7 @@ def _nested_starts(pair: tuple[int, int] | None, hyps: list[ToyModel],
             x.append(min(max(null[p.name], lo), hi))
         else:
             x.append(zero.get(p.name, p.value))
-    return [np.array(x, dtype=float)]
+    return np.array(x, dtype=float)
 
 
 def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
@@ -607,14 +635,18 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             try:
                 nll = _with_global_observables(model.nll(data), model.parameters, gobs,
                                                pindex)
-                extra = _nested_starts(pair, hyps, fitted, h)
-                res = fit(nll, model.parameters, starts=spec.fit["starts"],
-                          rng=fit_rng(spec.seed, t, h, vkey),
-                          minos=spec.fit["minos"], strategy=spec.fit["strategy"],
-                          hesse=spec.fit["hesse"], scan=model.scan_parameters,
-                          extra_starts=extra,
-                          profile=_profile(spec, model, pair, fitted, h, extra),
-                          restarts=_restarts(spec))
+                res = None
+                for extra in (_nested_starts(pair, hyps, fitted, h),
+                              *([x] for x in _null_modes(pair, hyps, fitted, h))):
+                    found = fit(nll, model.parameters, starts=spec.fit["starts"],
+                                rng=fit_rng(spec.seed, t, h, vkey),
+                                minos=spec.fit["minos"], strategy=spec.fit["strategy"],
+                                hesse=spec.fit["hesse"], scan=model.scan_parameters,
+                                extra_starts=extra,
+                                profile=_profile(spec, model, pair, fitted, h, extra),
+                                restarts=_restarts(spec))
+                    res = found if res is None else lower_of(res, found)
+                assert res is not None
                 res = _collapse_to_null(pair, hyps, fitted, h, res)
                 fitted[h] = res
             except Exception as exc:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HELLO = ROOT / "studies" / "examples" / "hello.yaml"
-REQUEST = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) [^"]* HTTP/1\.1"')
+REQUEST = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) ([^" ]*) HTTP/1\.1"')
 
 
 def _free_port() -> int:
@@ -33,16 +33,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _requests(log: Path, start: int) -> tuple[collections.Counter, int]:
-    """The methods of the requests logged after line ``start``, and the log's line count."""
+def _requests(log: Path, start: int) -> tuple[collections.Counter, int, collections.Counter]:
+    """The methods of the requests logged after line ``start``, the log's line count, and
+    the requests by method and path (digits as N, the query string dropped)."""
     lines = log.read_text(errors="replace").splitlines()
-    methods = collections.Counter()
+    methods: collections.Counter = collections.Counter()
+    paths: collections.Counter = collections.Counter()
     for line in lines[start:]:
         # the server colours some lines: strip ANSI escapes before matching
         m = REQUEST.search(re.sub(r"\x1b\[[0-9;]*m", "", line))
         if m:
             methods[m.group(1)] += 1
-    return methods, len(lines)
+            paths[(m.group(1), re.sub(r"[0-9]+", "N", m.group(2).split("?")[0]))] += 1
+    return methods, len(lines), paths
 
 
 def main() -> None:
@@ -50,6 +53,8 @@ def main() -> None:
     ap.add_argument("--toys", type=int, default=30)
     ap.add_argument("--chunk-sizes", type=int, nargs="+", default=[10, 1])
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--by-path", type=int, default=0, metavar="N",
+                    help="also print each command's N most requested (method, path) pairs")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="s3_requests_"))
     log = tmp / "moto.log"
@@ -73,7 +78,7 @@ def main() -> None:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise
                 time.sleep(0.2)
-        _, seen = _requests(log, 0)
+        _, seen, _ = _requests(log, 0)
         totals: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
         print(f"hello study, {args.toys} toys, {args.workers} worker(s), moto at {url}")
         for size in args.chunk_sizes:
@@ -90,7 +95,7 @@ def main() -> None:
                 r = subprocess.run([sys.executable, "-m", "toyengine", *argv], env=env,
                                    capture_output=True, text=True)
                 wall = time.monotonic() - t0
-                methods, seen = _requests(log, seen)
+                methods, seen, paths = _requests(log, seen)
                 if r.returncode not in (0, 1):  # status exits 1 for an incomplete store
                     raise SystemExit(f"{name} exited {r.returncode}: {r.stderr[-500:]}")
                 total = sum(methods.values())
@@ -98,6 +103,8 @@ def main() -> None:
                 print(f"  {chunks:4d} chunks  {name:8s} {total:6d} requests "
                       f"({total / chunks:6.1f} per chunk) {dict(sorted(methods.items()))}, "
                       f"{wall:.1f} s")
+                for (method, path), n in paths.most_common(args.by_path):
+                    print(f"        {n:6d} {method} {path}")
         for name, rows in totals.items():
             (c0, n0), (c1, n1) = min(rows), max(rows)
             if c1 > c0:

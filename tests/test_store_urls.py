@@ -90,12 +90,31 @@ def test_s3_store_equals_local_and_commands_take_the_url(s3, spec, client, local
     assert json.loads(capsys.readouterr().out)["toys_done"] == 30
     # the endpoint from the standard environment instead of an option
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3)
-    assert main(["summary", url, "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["study_name"] == "hello"
-
-    # a deleted object is found by status and recomputed by run, identical
     import s3fs
 
+    calls: list[tuple[str, str]] = []
+    call_s3 = s3fs.S3FileSystem._call_s3
+
+    async def counted(self, method, *args, **kwargs):
+        calls.append((method, kwargs.get("Key", "")))
+        return await call_s3(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
+    assert main(["summary", url, "--format", "json"]) == 0
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", call_s3)
+    assert json.loads(capsys.readouterr().out)["study_name"] == "hello"
+    # one GET per object read: no HEAD for its size first, and the status flags (which
+    # every summary section selects toys by) read once per chunk, not once per section:
+    # every per-toy object once
+    objects = [k for m, k in calls if m == "get_object" and "/c/" in k]
+    assert not [k for m, k in calls if m == "head_object" and "/c/" in k]
+    assert sorted(k for k in objects if k.startswith("hello.zarr/status/c/")) == [
+        f"hello.zarr/status/c/0/{i}/0" for i in range(3)]
+    # (the small coordinate and chunk-table objects, read a few times a store, aside)
+    per_toy = [k for k in objects if k.split("/c/")[1].count("/") >= 2]
+    assert len(per_toy) == len(set(per_toy)) > 0
+
+    # a deleted object is found by status and recomputed by run, identical
     fs = s3fs.S3FileSystem(endpoint_url=s3, skip_instance_cache=True)
     fs.rm("toys/hello.zarr/status/c/0/1/0")
     assert main(["status", url, "--json"]) == 1

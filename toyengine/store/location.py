@@ -129,7 +129,7 @@ class Location:
             import fsspec
 
             try:
-                fs, path = fsspec.core.url_to_fs(self.url, **dict(self.storage_options))
+                fs, path = fsspec.core.url_to_fs(self.url, **self._fs_options())
             except ImportError as exc:  # e.g. s3:// without s3fs, gs:// without gcsfs
                 msg = f"store {self.url}: {' '.join(str(exc).split())}"
                 raise StoreError(msg) from None
@@ -161,8 +161,18 @@ class Location:
 
         if self.is_local:
             return LocalStore(self.root, read_only=read_only)
-        return FsspecStore.from_url(self.url, storage_options=dict(self.storage_options),
+        return FsspecStore.from_url(self.url, storage_options=self._fs_options(),
                                     read_only=read_only)
+
+    def _fs_options(self) -> dict[str, Any]:
+        """The filesystem's options: the user's, and on S3 ``max_concurrency=1`` unless
+        given. s3fs reads a whole object with several ranged GETs only above its block size
+        (50 MB), yet asks for the size first (a HEAD) whenever ``max_concurrency > 1`` (its
+        default 10): every chunk object of a store is far smaller, so one GET is enough."""
+        opts = dict(self.storage_options)
+        if self.protocol in ("s3", "s3a"):
+            opts.setdefault("max_concurrency", 1)
+        return opts
 
     # small control objects (JSON), each written in one atomic step
     def exists(self, key: str) -> bool:

@@ -244,6 +244,11 @@ def open_checked_store(info: StoreInfo, chk: StoreCheck
     # arrays; the toy arrays stay lazy
     small = {name: ds[name].load() for name, c in ds.coords.items()
              if c.dtype.kind in "OUST" and "toy" not in c.dims}
-    return ds.assign_coords(small).assign(chunk_done=("chunk", chk.done)), verify_unread
+    # the fit status and validity flags, which every summary section selects toys by, in
+    # memory once (still dask arrays, one byte a toy and hypothesis): read from the store
+    # once, not once per section (on S3 a GET per chunk object each time)
+    flags = {name: ds[name].persist() for name in ("status", "valid") if name in ds}
+    return (ds.assign_coords(small).assign(flags).assign(chunk_done=("chunk", chk.done)),
+            verify_unread)
 
 

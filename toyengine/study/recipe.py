@@ -639,7 +639,9 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 for extra in (_nested_starts(pair, hyps, fitted, h),
                               *([x] for x in _null_modes(pair, hyps, fitted, h))):
                     found = fit(nll, model.parameters, starts=spec.fit["starts"],
-                                rng=fit_rng(spec.seed, t, h, vkey),
+                                # drawn from only with more than one start
+                                rng=(fit_rng(spec.seed, t, h, vkey)
+                                     if spec.fit["starts"] > 1 else None),
                                 minos=spec.fit["minos"], strategy=spec.fit["strategy"],
                                 hesse=spec.fit["hesse"], scan=model.scan_parameters,
                                 extra_starts=extra,

@@ -237,3 +237,27 @@ def test_minos_pull_leaves_out_a_zero_error_towards_the_truth():
     r = pull_summary(ds).row("gamma")
     assert r.pull_mean_minos == pytest.approx(np.mean([-1.0, 1.0, 0.5]))
     assert math.isfinite(r.pull_width_minos)
+
+
+def test_pulls_read_block_by_block_equal_the_whole_store():
+    """A store is read one dask block of toys at a time (memory does not grow with the
+    store): the moments combined over blocks of 7 toys equal those of all toys at once to
+    rounding, the counts exactly, with failed and not-run fits, MINOS and at-limit flags."""
+    rng = np.random.default_rng(12)
+    ds, _, _ = _gauss_ensemble(rng, 250, bias=(0.02, 0.0), width=(1.0, 1.2), n_failed=9,
+                               n_not_done=11, minos=(-1.1, 0.9))
+    at = np.zeros((1, 250, 1, 2), bool)
+    at[0, rng.integers(0, 250, 30), 0, 1] = True
+    ds = ds.assign(at_limit=(("variant", "toy", "hypothesis", "param"), at))
+    whole = pull_summary(ds)
+    blocked = pull_summary(ds.chunk({"toy": 7}))
+    assert len(ds.chunk({"toy": 7}).value.chunksizes["toy"]) == 36
+    assert whole.failed == blocked.failed
+    for a, b in zip(whole.rows, blocked.rows, strict=True):
+        for name, x in a.__dict__.items():
+            y = getattr(b, name)
+            if isinstance(x, float) and math.isfinite(x):
+                assert y == pytest.approx(x, rel=1e-12, abs=1e-15), name
+            else:
+                assert x == y or (x != x and y != y), name
+    assert whole.row("width").n_at_limit > 0 and whole.row("width").n_minos > 0

@@ -25,8 +25,9 @@ Fixed parameters (no finite HESSE error in any used toy) are skipped.
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -297,112 +298,157 @@ class PullTable:
         return jsonable(self)  # type: ignore[no-any-return]
 
 
-def _minos_pulls(d: np.ndarray, mlo: np.ndarray, mhi: np.ndarray) -> dict[str, float]:
-    """Mean and width (with their errors) of the asymmetric pulls ``d/σ⁺`` (``d < 0``) and
-    ``d/|σ⁻|`` (``d ≥ 0``) of the offsets ``d = x̂ − x_true``; toys whose error towards the
-    truth is 0 (MINOS on a limit) are left out."""
-    toward = np.where(d < 0, mhi, -mlo)
-    use = toward > 0
-    g = d[use] / toward[use]
-    n = int(g.size)
-    if n < 2:
-        return {}
-    w = float(g.std(ddof=1))
-    return dict(pull_mean_minos=float(g.mean()), pull_mean_minos_err=w / math.sqrt(n),
-                pull_width_minos=w, pull_width_minos_err=w / math.sqrt(2.0 * (n - 1)))
-
-
 def _off_by(x: float, target: float, err: float) -> bool:
     """``|x − target| > 3 err`` (False when either is not finite)."""
     return bool(math.isfinite(x) and math.isfinite(err) and err > 0
                 and abs(x - target) > 3.0 * err)
 
 
-def _row(
-    v: int,
-    vname: str,
-    h: str,
-    p: str,
-    truth: float,
-    x: np.ndarray,
-    err: np.ndarray,
-    mlo: np.ndarray | None,
-    mhi: np.ndarray | None,
-    ok: np.ndarray,
-    done: np.ndarray,
-    valid: np.ndarray,
-    cl: float,
-    alt: dict[str, np.ndarray] | None = None,
-) -> PullRow | None:
-    use = ok & np.isfinite(x) & np.isfinite(err) & (err > 0)
-    n = int(use.sum())
-    if n == 0 and not np.any(ok & np.isfinite(err)):
-        return None  # fixed (or absent) parameter: no HESSE error anywhere
-    n_done = int(done.sum())
-    n_failed = int((done & ~valid).sum())
-    xs, es = x[use], err[use]
-    nan = math.nan
-    mean = float(xs.mean()) if n else nan
-    rms = float(xs.std(ddof=1)) if n > 1 else nan
-    merr = float(es.mean()) if n else nan
-    bias = mean - truth
-    pulls = (xs - truth) / es
-    pm = float(pulls.mean()) if n else nan
-    pw = float(pulls.std(ddof=1)) if n > 1 else nan
-    pm_err = pw / math.sqrt(n) if n > 1 else nan
-    pw_err = pw / math.sqrt(2.0 * (n - 1)) if n > 1 else nan
-    k_h = int(np.count_nonzero(np.abs(xs - truth) <= es))
-    lo_h, hi_h = clopper_pearson(k_h, n, cl)
-    cov_m = lo_m = hi_m = nan
-    minos_pull: dict[str, float] = {}
-    n_m = 0
-    if mlo is not None and mhi is not None:
-        um = ok & np.isfinite(x) & np.isfinite(mlo) & np.isfinite(mhi)
-        n_m = int(um.sum())
-        if n_m:
-            inside = (x[um] + mlo[um] <= truth) & (truth <= x[um] + mhi[um])
-            k_m = int(np.count_nonzero(inside))
-            cov_m = k_m / n_m
-            lo_m, hi_m = clopper_pearson(k_m, n_m, cl)
-            minos_pull = _minos_pulls(x[um] - truth, mlo[um], mhi[um])
-    extra = {}
-    for name, e in (alt or {}).items():
-        ea = e[use]
-        ok_a = np.isfinite(ea) & (ea > 0)
-        if ok_a.any():
-            extra[f"coverage_{name}"] = float(np.mean(np.abs(xs[ok_a] - truth) <= ea[ok_a]))
-            pa = (xs[ok_a] - truth) / ea[ok_a]
-            extra[f"pull_width_{name}"] = float(pa.std(ddof=1)) if pa.size > 1 else nan
-    return PullRow(
-        **extra,  # type: ignore[arg-type]
-        **minos_pull,  # type: ignore[arg-type]
-        variant=v,
-        variant_name=vname,
-        hypothesis=h,
-        param=p,
-        truth=truth,
-        n_toys=int(x.size),
-        n_done=n_done,
-        n_failed=n_failed,
-        failed_fraction=n_failed / n_done if n_done else nan,
-        n_used=n,
-        mean=mean,
-        rms=rms,
-        mean_error=merr,
-        bias=bias,
-        bias_over_error=bias / merr if n else nan,
-        pull_mean=pm,
-        pull_mean_err=pm_err,
-        pull_width=pw,
-        pull_width_err=pw_err,
-        coverage_hesse=k_h / n if n else nan,
-        coverage_hesse_lo=lo_h,
-        coverage_hesse_hi=hi_h,
-        coverage_minos=cov_m,
-        coverage_minos_lo=lo_m,
-        coverage_minos_hi=hi_m,
-        n_minos=n_m,
-    )
+class _Moments:
+    """Count, mean and sum of squared deviations of a stream of values, combined block by
+    block (Chan, Golub and LeVeque, Am. Stat. 37 (1983) 242): the summary reads a store one
+    block of toys at a time, and the moments of the whole do not depend on the blocks
+    beyond rounding."""
+
+    __slots__ = ("m2", "mean", "n")
+
+    def __init__(self) -> None:
+        self.n, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        nb = int(x.size)
+        if not nb:
+            return
+        mb = float(x.mean())
+        m2b = float(((x - mb) ** 2).sum())
+        if not self.n:
+            self.n, self.mean, self.m2 = nb, mb, m2b
+            return
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean += delta * nb / n
+        self.m2 += m2b + delta * delta * self.n * nb / n
+        self.n = n
+
+    def std(self) -> float:
+        """Standard deviation (ddof = 1); NaN below two values."""
+        return math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else math.nan
+
+
+class _PullSums:
+    """What :func:`pull_summary` needs of one (variant, hypothesis, parameter), summed over
+    blocks of toys."""
+
+    def __init__(self, alt: tuple[str, ...]) -> None:
+        self.n_toys = self.n_done = self.n_failed = self.k_h = self.n_at_limit = 0
+        self.any_error = False
+        self.x, self.pull, self.err_sum = _Moments(), _Moments(), 0.0
+        self.n_m = self.k_m = 0
+        self.minos_pull = _Moments()
+        self.alt = {a: (_Moments(), [0, 0]) for a in alt}  # pulls; [n, inside]
+
+    def add(self, truth: float, x: np.ndarray, err: np.ndarray, mlo: np.ndarray | None,
+            mhi: np.ndarray | None, ok: np.ndarray, done: np.ndarray, valid: np.ndarray,
+            at_limit: np.ndarray | None, alt: dict[str, np.ndarray]) -> None:
+        self.n_toys += int(x.size)
+        self.n_done += int(done.sum())
+        self.n_failed += int((done & ~valid).sum())
+        self.any_error |= bool(np.any(ok & np.isfinite(err)))
+        use = ok & np.isfinite(x) & np.isfinite(err) & (err > 0)
+        if at_limit is not None:
+            self.n_at_limit += int((at_limit & ok & np.isfinite(x) & np.isfinite(err)).sum())
+        xs, es = x[use], err[use]
+        self.x.add(xs)
+        self.err_sum += float(es.sum())
+        self.pull.add((xs - truth) / es)
+        self.k_h += int(np.count_nonzero(np.abs(xs - truth) <= es))
+        if mlo is not None and mhi is not None:
+            um = ok & np.isfinite(x) & np.isfinite(mlo) & np.isfinite(mhi)
+            self.n_m += int(um.sum())
+            xm, lo, hi = x[um], mlo[um], mhi[um]
+            self.k_m += int(np.count_nonzero((xm + lo <= truth) & (truth <= xm + hi)))
+            # the asymmetric pull: the error towards the truth; toys where it is 0 (MINOS
+            # on a limit) left out
+            d = xm - truth
+            toward = np.where(d < 0, hi, -lo)
+            self.minos_pull.add(d[toward > 0] / toward[toward > 0])
+        for name, e in alt.items():
+            ea = e[use]
+            ok_a = np.isfinite(ea) & (ea > 0)
+            pulls, counts = self.alt[name]
+            counts[0] += int(ok_a.sum())
+            counts[1] += int(np.count_nonzero(np.abs(xs[ok_a] - truth) <= ea[ok_a]))
+            pulls.add((xs[ok_a] - truth) / ea[ok_a])
+
+    def row(self, v: int, vname: str, h: str, p: str, truth: float,
+            cl: float) -> PullRow | None:
+        n = self.x.n
+        if n == 0 and not self.any_error:
+            return None  # fixed (or absent) parameter: no HESSE error anywhere
+        nan = math.nan
+        mean = self.x.mean if n else nan
+        merr = self.err_sum / n if n else nan
+        bias = mean - truth
+        pm = self.pull.mean if n else nan
+        pw = self.pull.std()
+        lo_h, hi_h = clopper_pearson(self.k_h, n, cl)
+        cov_m = lo_m = hi_m = nan
+        minos_pull: dict[str, float] = {}
+        if self.n_m:
+            cov_m = self.k_m / self.n_m
+            lo_m, hi_m = clopper_pearson(self.k_m, self.n_m, cl)
+            g = self.minos_pull
+            if g.n >= 2:
+                w = g.std()
+                minos_pull = dict(pull_mean_minos=g.mean, pull_mean_minos_err=w / math.sqrt(g.n),
+                                  pull_width_minos=w,
+                                  pull_width_minos_err=w / math.sqrt(2.0 * (g.n - 1)))
+        extra = {}
+        for name, (pulls, (n_a, k_a)) in self.alt.items():
+            if n_a:
+                extra[f"coverage_{name}"] = k_a / n_a
+                extra[f"pull_width_{name}"] = pulls.std()
+        return PullRow(
+            **extra,  # type: ignore[arg-type]
+            **minos_pull,  # type: ignore[arg-type]
+            variant=v,
+            variant_name=vname,
+            hypothesis=h,
+            param=p,
+            truth=truth,
+            n_toys=self.n_toys,
+            n_done=self.n_done,
+            n_failed=self.n_failed,
+            failed_fraction=self.n_failed / self.n_done if self.n_done else nan,
+            n_used=n,
+            mean=mean,
+            rms=self.x.std(),
+            mean_error=merr,
+            bias=bias,
+            bias_over_error=bias / merr if n else nan,
+            pull_mean=pm,
+            pull_mean_err=pw / math.sqrt(n) if n > 1 else nan,
+            pull_width=pw,
+            pull_width_err=pw / math.sqrt(2.0 * (n - 1)) if n > 1 else nan,
+            coverage_hesse=self.k_h / n if n else nan,
+            coverage_hesse_lo=lo_h,
+            coverage_hesse_hi=hi_h,
+            coverage_minos=cov_m,
+            coverage_minos_lo=lo_m,
+            coverage_minos_hi=hi_m,
+            n_minos=self.n_m,
+            n_at_limit=self.n_at_limit,
+        )
+
+
+def _toy_blocks(da: xr.DataArray) -> list[slice]:
+    """Slices of the toy axis, one per dask block of ``da`` (one slice for in-memory data):
+    a summary holds one block of toys at a time, whatever the store's size."""
+    chunks = da.chunksizes.get("toy") if da.chunks is not None else None
+    if not chunks:
+        return [slice(0, da.sizes["toy"])]
+    edges = np.concatenate([[0], np.cumsum(chunks)])
+    return [slice(int(a), int(b)) for a, b in itertools.pairwise(edges)]
 
 
 def pull_summary(
@@ -433,67 +479,62 @@ def pull_summary(
     hyps = [str(h) for h in ds["hypothesis"].values]
     if hypothesis is not None:
         hyps = [check_hypothesis(ds, hypothesis)]
+    all_hyps = [str(h) for h in ds["hypothesis"].values]
+    ihs = [all_hyps.index(h) for h in hyps]
     done, valid = fit_masks(ds)
     ok_all = done if include_failed else valid
     dims = ("variant", "toy", "hypothesis", "param")
-    value = ds["value"].transpose(*dims).values
-    error = ds["error"].transpose(*dims).values
     has_minos = "minos_lower" in ds and "minos_upper" in ds
-    mlo_all = ds["minos_lower"].transpose(*dims).values if has_minos else None
-    mhi_all = ds["minos_upper"].transpose(*dims).values if has_minos else None
+    alt_names = tuple(k for k in ("naive", "sumw2") if f"error_{k}" in ds)
     truth = ds["truth"].transpose("variant", "param").values
-    alt_all = {k: ds[f"error_{k}"].transpose(*dims).values for k in ("naive", "sumw2")
-               if f"error_{k}" in ds}
-    okv = ok_all.transpose("variant", "toy", "hypothesis").values
-    at_limit = ds["at_limit"].transpose(*dims).values if "at_limit" in ds else None
-    donev = done.transpose("variant", "toy", "hypothesis").values
-    validv = valid.transpose("variant", "toy", "hypothesis").values
-    all_hyps = [str(h) for h in ds["hypothesis"].values]
     params = [str(p) for p in ds["param"].values]
     vnames = (
         [str(n) for n in ds["variant_name"].values]
         if "variant_name" in ds
         else [str(i) for i in range(ds.sizes["variant"])]
     )
+    cells = [(v, ih, ip) for v in range(ds.sizes["variant"]) for ih in ihs
+             for ip in range(len(params)) if math.isfinite(float(truth[v, ip]))]
+    sums = {c: _PullSums(alt_names) for c in cells}
+    counts = {(v, ih): [0, 0, 0] for v in range(ds.sizes["variant"]) for ih in ihs}
+
+    def block(name: str, sel: slice, mask: xr.DataArray | None = None) -> np.ndarray:
+        da = ds[name] if mask is None else mask
+        d = dims if "param" in da.dims else ("variant", "toy", "hypothesis")
+        return np.asarray(da.isel(toy=sel, hypothesis=ihs).transpose(*d).values)
+
+    for sel in _toy_blocks(ds["value"]):
+        value, error = block("value", sel), block("error", sel)
+        mlo = block("minos_lower", sel) if has_minos else None
+        mhi = block("minos_upper", sel) if has_minos else None
+        at_limit = block("at_limit", sel) if "at_limit" in ds else None
+        alt = {k: block(f"error_{k}", sel) for k in alt_names}
+        okv, donev = block("", sel, ok_all), block("", sel, done)
+        validv = block("", sel, valid)
+        for v, ih in counts:
+            j = ihs.index(ih)
+            c = counts[v, ih]
+            c[0] += int(donev.shape[1])
+            c[1] += int(donev[v, :, j].sum())
+            c[2] += int((donev[v, :, j] & ~validv[v, :, j]).sum())
+        for v, ih, ip in cells:
+            j = ihs.index(ih)
+            sums[v, ih, ip].add(
+                float(truth[v, ip]), value[v, :, j, ip], error[v, :, j, ip],
+                mlo[v, :, j, ip] if mlo is not None else None,
+                mhi[v, :, j, ip] if mhi is not None else None,
+                okv[v, :, j], donev[v, :, j], validv[v, :, j],
+                at_limit[v, :, j, ip] if at_limit is not None else None,
+                {k: e[v, :, j, ip] for k, e in alt.items()})
     rows: list[PullRow] = []
     failed = []
     for v in range(ds.sizes["variant"]):
-        for h in hyps:
-            ih = all_hyps.index(h)
-            failed.append(
-                (
-                    v,
-                    vnames[v],
-                    h,
-                    int(value.shape[1]),
-                    int(donev[v, :, ih].sum()),
-                    int((donev[v, :, ih] & ~validv[v, :, ih]).sum()),
-                )
-            )
+        for h, ih in zip(hyps, ihs, strict=True):
+            failed.append((v, vnames[v], h, *counts[v, ih]))
             for ip, p in enumerate(params):
-                tr = float(truth[v, ip])
-                if not math.isfinite(tr):
+                if (v, ih, ip) not in sums:
                     continue
-                r = _row(
-                    v,
-                    vnames[v],
-                    h,
-                    p,
-                    tr,
-                    value[v, :, ih, ip],
-                    error[v, :, ih, ip],
-                    mlo_all[v, :, ih, ip] if mlo_all is not None else None,
-                    mhi_all[v, :, ih, ip] if mhi_all is not None else None,
-                    okv[v, :, ih],
-                    donev[v, :, ih],
-                    validv[v, :, ih],
-                    cl,
-                    {k: e[v, :, ih, ip] for k, e in alt_all.items()},
-                )
-                if r is not None and at_limit is not None:
-                    used = okv[v, :, ih] & np.isfinite(value[v, :, ih, ip]) & np.isfinite(
-                        error[v, :, ih, ip])
-                    r = replace(r, n_at_limit=int((at_limit[v, :, ih, ip] & used).sum()))
+                r = sums[v, ih, ip].row(v, vnames[v], h, p, float(truth[v, ip]), cl)
                 if r is not None:
                     rows.append(r)
     return PullTable(

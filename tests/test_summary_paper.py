@@ -58,3 +58,9 @@ def test_paper_table_of_a_jp_rejection_has_no_look_elsewhere_row():
     assert "p, Z from χ²(ndof = 1)" in names
     assert not any("look-elsewhere" in n for n in names)
     assert tab.title.startswith("Rejection of h0")
+    # beside the toy count, the toys' Gaussian extrapolated to the observed t
+    g = {r[0]: r for r in tab.csv_rows}["p, Z from the toys' Gaussian (extrapolated)"]
+    assert g[1] == pytest.approx(stats.norm.sf((18.6 - t.mean()) / t.std(ddof=1)))
+    assert g[2] == "400"
+    sig = {r[0] for r in significance_paper_table(_store(t + 0.5)).csv_rows}
+    assert not any("Gaussian" in n for n in sig)  # nested: the χ² fit describes t

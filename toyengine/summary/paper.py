@@ -13,7 +13,7 @@ import xarray as xr
 
 from ._common import CL_1SIGMA, fmt_num
 from .pvalues import chi2_pvalue, empirical_pvalue, p_to_z
-from .significance import lee_calibration, significance_summary
+from .significance import gaussian_pvalue, lee_calibration, significance_summary
 from .tables import Cell, Table
 from .teststat import test_statistic, variant_index
 
@@ -41,7 +41,9 @@ def significance_paper_table(ds: xr.Dataset, *, t_reference: float | None = None
     Returns
     -------
     Table
-        Rows: observed t; p and Z from χ²(quoted ndof); plain toy p and Z; the
+        Rows: observed t; p and Z from χ²(quoted ndof); plain toy p and Z; for a J^P
+        rejection the Gaussian extrapolation of the toys' t
+        (:func:`~toyengine.summary.significance.gaussian_pvalue`); the
         importance-sampled toy p (its slot reads "not run" for a store without
         importance sampling); the fitted ndof (zero-mass χ² mixture) ± error beside the
         quoted ndof and the Z it gives; local and global Z (Gross & Vitells, Eur. Phys.
@@ -73,6 +75,11 @@ def significance_paper_table(ds: xr.Dataset, *, t_reference: float | None = None
         rows.append(("p, Z from toys (plain)",
                      f"{fmt_num(e.p, 3)} [{fmt_num(e.lo, 2)}, {fmt_num(e.hi, 2)}], {ztxt}",
                      f"{e.n_exceed}/{e.n_toys}", e.p))
+    if s.is_rejection and used.size >= 20 and math.isfinite(t_obs):
+        g = gaussian_pvalue(used, t_obs)
+        rows.append(("p, Z from the toys' Gaussian (extrapolated)",
+                     f"{fmt_num(g.p, 3)} [{fmt_num(g.p_lo, 2)}, {fmt_num(g.p_hi, 2)}], "
+                     f"{fmt_num(g.z_two, 3)}σ", f"{g.n_toys}", g.p))
     imp = s.importance
     if imp is not None and t_reference is None:
         rows.append(("p, Z from toys (importance-sampled)",

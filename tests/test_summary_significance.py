@@ -339,6 +339,7 @@ def test_jp_gaussian_extrapolation_reaches_beyond_the_toys_within_its_error():
     assert s.pvalue("toys").n_exceed == 0
     assert s.pvalue("gaussian").z_one == pytest.approx(true_d, abs=4 * 0.25)  # δd ≈ 0.25 here
     assert "gaussian extrapolation of the toys" in s.to_text()
+    assert "(200 toys)" in s.to_text() and "(-1/" not in s.to_text()
 
 
 def _binned_nll(counts, shape_sig, nbins):

@@ -235,7 +235,8 @@ class SignificanceSummary:
         cells = []
         raw = []
         for pv in self.pvalues:
-            cnt = f" ({pv.n_exceed}/{pv.n_toys})" if pv.n_toys >= 0 else ""
+            cnt = (f" ({pv.n_exceed}/{pv.n_toys})" if pv.n_exceed >= 0 and pv.n_toys >= 0
+                   else f" ({pv.n_toys} toys)" if pv.n_toys >= 0 else "")
             prange = (
                 f"[{fmt_num(pv.p_lo, 2)}, {fmt_num(pv.p_hi, 2)}]{cnt}"
                 if pv.p_lo != pv.p_hi or pv.n_toys >= 0

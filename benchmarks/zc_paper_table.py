@@ -51,7 +51,7 @@ def main() -> None:
     t, cpu = reference_t(a.study, data)
     print(f"t on {data}: {t:.4f} ({cpu:.1f} s CPU)")
     if a.store:
-        ds = xr.open_zarr(a.store)
+        ds = xr.open_zarr(a.store, consolidated=False)
         print(significance_paper_table(ds, t_reference=t).to_text())
         if a.paper:
             print(significance_paper_table(ds).to_text())

@@ -354,9 +354,10 @@ class _PullSums:
         self.n_done += int(done.sum())
         self.n_failed += int((done & ~valid).sum())
         self.any_error |= bool(np.any(ok & np.isfinite(err)))
-        use = ok & np.isfinite(x) & np.isfinite(err) & (err > 0)
+        finite = ok & np.isfinite(x) & np.isfinite(err)
+        use = finite & (err > 0)
         if at_limit is not None:
-            self.n_at_limit += int((at_limit & ok & np.isfinite(x) & np.isfinite(err)).sum())
+            self.n_at_limit += int((at_limit & finite).sum())
         xs, es = x[use], err[use]
         self.x.add(xs)
         self.err_sum += float(es.sum())
@@ -498,19 +499,21 @@ def pull_summary(
     sums = {c: _PullSums(alt_names) for c in cells}
     counts = {(v, ih): [0, 0, 0] for v in range(ds.sizes["variant"]) for ih in ihs}
 
-    def block(name: str, sel: slice, mask: xr.DataArray | None = None) -> np.ndarray:
-        da = ds[name] if mask is None else mask
+    def block(da: xr.DataArray, sel: slice) -> np.ndarray:
+        """``da`` at the toys ``sel`` and the summarised hypotheses, in memory."""
         d = dims if "param" in da.dims else ("variant", "toy", "hypothesis")
         return np.asarray(da.isel(toy=sel, hypothesis=ihs).transpose(*d).values)
 
+    def optional(name: str, sel: slice) -> np.ndarray | None:
+        return block(ds[name], sel) if name in ds else None
+
     for sel in _toy_blocks(ds["value"]):
-        value, error = block("value", sel), block("error", sel)
-        mlo = block("minos_lower", sel) if has_minos else None
-        mhi = block("minos_upper", sel) if has_minos else None
-        at_limit = block("at_limit", sel) if "at_limit" in ds else None
-        alt = {k: block(f"error_{k}", sel) for k in alt_names}
-        okv, donev = block("", sel, ok_all), block("", sel, done)
-        validv = block("", sel, valid)
+        value, error = block(ds["value"], sel), block(ds["error"], sel)
+        mlo = optional("minos_lower", sel) if has_minos else None
+        mhi = optional("minos_upper", sel) if has_minos else None
+        at_limit = optional("at_limit", sel)
+        alt = {k: block(ds[f"error_{k}"], sel) for k in alt_names}
+        okv, donev, validv = block(ok_all, sel), block(done, sel), block(valid, sel)
         for v, ih in counts:
             j = ihs.index(ih)
             c = counts[v, ih]

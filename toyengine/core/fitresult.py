@@ -98,12 +98,21 @@ def _at_limits(params: ParameterSet, values: np.ndarray) -> dict[str, float]:
     lower, upper, step = params.limit_arrays
     values = np.asarray(values, dtype=float)
     tol = LIMIT_TOLERANCE * step
-    # |v - limit| is not finite (never <= tol) for an infinite limit or value
-    with np.errstate(invalid="ignore"):
+    # |v - limit| is not finite (never <= tol) for an infinite limit or value; only an
+    # infinite value can make it NaN (inf - inf), so finite values need no errstate (whose
+    # cost is that of the rest on every fit)
+    if np.isfinite(values).all():
         near_lo = np.abs(values - lower) <= tol
         near_hi = np.abs(values - upper) <= tol
+    else:
+        with np.errstate(invalid="ignore"):
+            near_lo = np.abs(values - lower) <= tol
+            near_hi = np.abs(values - upper) <= tol
+    near = (near_lo | near_hi) & params.free_mask
+    if not near.any():
+        return {}
     out = {}
-    for i in np.flatnonzero((near_lo | near_hi) & params.free_mask):
+    for i in np.flatnonzero(near):
         p = params.params[i]
         out[p.name] = float(upper[i] if near_hi[i] else lower[i])
     return out

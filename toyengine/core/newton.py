@@ -155,7 +155,7 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
     """
     idx = np.flatnonzero(free)
     all_free = len(idx) == len(free)  # then no rows or columns to pick
-    block = np.ix_(idx, idx)
+    block = None if all_free else np.ix_(idx, idx)
     x = np.clip(np.asarray(x0, dtype=float).copy(), lower, upper)
     lo, hi, s = lower[idx], upper[idx], np.asarray(scale, dtype=float)[idx]
     calls = {"f": 0, "g": 0, "h": 0}

@@ -163,9 +163,13 @@ class ParameterSet:
     def free_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.params if not p.fixed)
 
-    @property
+    @cached_property
     def free_mask(self) -> np.ndarray:
-        return np.array([not p.fixed for p in self.params], dtype=bool)
+        """Which parameters are free, as a read-only array (computed once per set: the
+        fitter reads it on every fit)."""
+        out = np.array([not p.fixed for p in self.params], dtype=bool)
+        out.setflags(write=False)
+        return out
 
     @cached_property
     def limit_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -319,7 +319,7 @@ class Plan:
             return None
         return self.hypotheses.index(h0), self.hypotheses.index(h1)
 
-    @property
+    @cached_property
     def fit_order(self) -> tuple[int, ...]:
         """Hypothesis indices in fitting order: for a nested test the null hypothesis first,
         so that its minimum can start the alternative's fit."""

@@ -389,16 +389,28 @@ def global_observables(spec: StudySpec, variant: Variant, toy: int,
     means stay at their configured values (conditional toys). NaN for unconstrained
     parameters.
     """
-    out = _nominal_global_observables(spec, variant, params)
-    if spec.fit.get("global_observables", "sample") == "fixed":
+    return _GlobalObservables(spec, variant, params).of(toy)
+
+
+class _GlobalObservables:
+    """:func:`global_observables` of one variant's toys, with what is the same for all of
+    them (the nominal means, the constrained parameters) found once."""
+
+    def __init__(self, spec: StudySpec, variant: Variant, params: tuple[str, ...]):
+        self.seed = spec.seed
+        self.nominal = _nominal_global_observables(spec, variant, params)
+        self.nominal.setflags(write=False)
+        sampled = spec.fit.get("global_observables", "sample") != "fixed"
+        self.terms = _constrained(spec, variant, params) if sampled else []
+
+    def of(self, toy: int) -> np.ndarray:
+        """The global observables of toy ``toy`` (a new array)."""
+        out = self.nominal.copy()
+        if self.terms:
+            z = global_observables_rng(self.seed, toy).standard_normal(len(self.terms))
+            for (i, val, sig), zi in zip(self.terms, z, strict=True):
+                out[i] = val + sig * zi
         return out
-    terms = _constrained(spec, variant, params)
-    if not terms:
-        return out
-    z = global_observables_rng(spec.seed, toy).standard_normal(len(terms))
-    for (i, val, sig), zi in zip(terms, z, strict=True):
-        out[i] = val + sig * zi
-    return out
 
 
 def _with_global_observables(nll: Any, parameters: Any, gobs: np.ndarray,
@@ -600,6 +612,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     hyps = [build_model(spec, v, h) for h in spec.hypotheses]
     gen = generator_model(spec, v)
     fixed = load_fixed_data(spec, gen)
+    gobs_of = _GlobalObservables(spec, v, params)
     a = plan.empty_records(chunk.size)
     pair = plan.nested_pair
     scan = plan.scan
@@ -626,8 +639,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                               t, v.name, spec.hypotheses[h])
             continue
         a["n_events"][i] = _n_events(data)
-        gobs = (global_observables(spec, v, t, params) if fixed is None
-                else _nominal_global_observables(spec, v, params))
+        gobs = gobs_of.of(t) if fixed is None else gobs_of.nominal.copy()
         a["global_obs"][i] = gobs
         fitted: dict[int, FitResult] = {}
         for h in plan.fit_order:

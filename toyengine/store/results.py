@@ -14,10 +14,10 @@ extension leaves ``_toyengine/extend.json`` which the next ``run`` finishes. Pla
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,9 +168,6 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     (variant, same-density variant) pairs, recorded as an attribute. ``fence``: the
     caller's lease, checked after every step.
     """
-    import dask.array as da
-    import xarray as xr
-
     spec, params, labels = plan.spec, plan.params, plan.labels
     # no chunk longer than the store: its zarr chunks and the task chunks must coincide,
     # also after an extension (a chunk of 3 over 2 toys was refused by every write)
@@ -188,41 +185,18 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     _checked("create:begin", fence)
     nv = len(spec.variants)
     chunks = plan.chunks(chunk_size)
-    tag = uuid.uuid4().hex
     sizes = {"variant": nv, "toy": spec.toys, **plan.sizes}
-    data: dict[str, Any] = {}
-    encoding: dict[str, dict[str, Any]] = {}
-    for f in plan.fields:
-        dims = ("variant", "toy", *f.dims)
-        shape = tuple(sizes[d] for d in dims)
-        chunking = (1, chunk_size, *shape[2:])
-        # one (never computed) dask block per variable: writes the metadata only, and
-        # the dask graph stays a dozen tasks however many chunks the store has; named here,
-        # not by dask's hash of the arguments (a tenth of a second per store)
-        data[f.name] = xr.Variable(dims, da.full(shape, f.fill, dtype=f.dtype, chunks=shape,
-                                                 name=f"toyengine-unwritten-{f.name}-{tag}"))
-        encoding[f.name] = {"chunks": chunking, "compressors": _codecs()}
-        if f.dtype.kind in "biu":  # zarr's fill value (floats: NaN, xarray's default)
-            encoding[f.name]["fill_value"] = f.fill
-    data["truth"] = xr.Variable(("variant", "param"), np.asarray(truth, dtype=float))
-    data["reference"] = xr.Variable(("param",), np.asarray(reference, dtype=float))
-    table = {"chunk_variant": [c.variant for c in chunks],
-             "chunk_start": [c.start for c in chunks], "chunk_stop": [c.stop for c in chunks]}
-    for name, vals in table.items():
-        data[name] = xr.Variable(("chunk",), np.asarray(vals, dtype=np.int64))
-        encoding[name] = {"chunks": (_TABLE_CHUNK,), "compressors": _codecs()}
-    coords = {
-        "variant": np.arange(nv),
-        "variant_name": ("variant", np.array([v.name for v in spec.variants], dtype=object)),
-        "variant_group": ("variant", np.array([v.group for v in spec.variants], dtype=object)),
-        "variant_separate": ("variant", np.array([v.separate for v in spec.variants])),
-        "toy": np.arange(spec.toys),
-        "hypothesis": np.array(spec.hypotheses, dtype=object),
-        "param": np.array(params, dtype=object),
-        "param_label": ("param", np.array([labels[p][0] for p in params], dtype=object)),
-        "param_unit": ("param", np.array([labels[p][1] for p in params], dtype=object)),
+    coords: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+        "variant": (("variant",), np.arange(nv)),
+        "variant_name": (("variant",), np.array([v.name for v in spec.variants], dtype=str)),
+        "variant_group": (("variant",), np.array([v.group for v in spec.variants], dtype=str)),
+        "variant_separate": (("variant",), np.array([v.separate for v in spec.variants])),
+        "toy": (("toy",), np.arange(spec.toys)),
+        "hypothesis": (("hypothesis",), np.array(spec.hypotheses, dtype=str)),
+        "param": (("param",), np.array(params, dtype=str)),
+        "param_label": (("param",), np.array([labels[p][0] for p in params], dtype=str)),
+        "param_unit": (("param",), np.array([labels[p][1] for p in params], dtype=str)),
     }
-    encoding["toy"] = {"chunks": (_COORD_CHUNK,)}
     test = spec.test
     attrs = {
         "format_version": FORMAT_VERSION,
@@ -250,30 +224,102 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     }
     if spec.plugin_sources:  # the plug-ins' code (module file hash, distribution version)
         attrs["plugin_sources"] = json.dumps(dict(spec.plugin_sources), sort_keys=True)
+    small: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+        "truth": (("variant", "param"), np.asarray(truth, dtype=float)),
+        "reference": (("param",), np.asarray(reference, dtype=float))}
     scan = plan.scan
     if scan is not None:
         attrs.update({"scan_parameters": " ".join(scan.names),
                       "scan_grid": list(scan.grid),
                       "lee_dof": scan.lee_dof, "lee_one_sided": int(scan.lee_one_sided)})
-        data["scan_points"] = xr.Variable(("scan_point", "scan_parameter"), scan.points)
+        small["scan_points"] = (("scan_point", "scan_parameter"),
+                                np.asarray(scan.points, dtype=float))
     if spec.importance is not None:
         attrs.update({"importance_inject": " ".join(plan.injected),
                       "importance_fraction": float(spec.importance["fraction"])})
-        coords["injected"] = np.array(plan.injected, dtype=object)
+        coords["injected"] = (("injected",), np.array(plan.injected, dtype=str))
     from ..study.recipe import flat_when_off
 
     flat = flat_when_off(spec)
     if flat:  # parameters fixed at nominal where a signal is off (the summary says so)
         attrs["fixed_flat"] = json.dumps(flat)
-    ds = xr.Dataset(data, coords=coords, attrs=attrs)
-    # compute=False: metadata and the small arrays only; the toy arrays stay unwritten
-    ds.to_zarr(loc.zarr_store(), mode="a", encoding=encoding, zarr_format=3,
-               consolidated=False, compute=False)
+    # metadata and the small arrays only; the toy arrays stay unwritten
+    group = zarr.open_group(store=loc.zarr_store(), mode="a", zarr_format=3)
+    group.attrs.update(attrs)
+    layout = _DatasetLayout(group, coords)
+    for name, (dims, values) in coords.items():
+        layout.coordinate(name, dims, values,
+                          chunks=(_COORD_CHUNK,) if name == "toy" else None)
+    for f in plan.fields:
+        dims = ("variant", "toy", *f.dims)
+        shape = tuple(sizes[d] for d in dims)
+        layout.variable(f.name, dims, shape, f.dtype, (1, chunk_size, *shape[2:]),
+                        fill=f.fill if f.dtype.kind in "biu" else None,
+                        compressors=_codecs())
+    for name, (dims, values) in small.items():
+        layout.variable(name, dims, values.shape, values.dtype, None, values=values)
+    table = {"chunk_variant": [c.variant for c in chunks],
+             "chunk_start": [c.start for c in chunks], "chunk_stop": [c.stop for c in chunks]}
+    for name, vals in table.items():
+        values = np.asarray(vals, dtype=np.int64)
+        layout.variable(name, ("chunk",), values.shape, values.dtype, (_TABLE_CHUNK,),
+                        values=values, compressors=_codecs())
     _checked("create:arrays", fence)
     _write_state(loc, spec.toys, len(chunks), [spec.toys], attrs=attrs)
     _checked("create:state", fence)
     loc.delete(CREATING_KEY)
     return chunks
+
+
+class _DatasetLayout:
+    """Arrays written as :meth:`xarray.Dataset.to_zarr` lays out a Dataset in zarr format 3
+    (so that :func:`xarray.open_zarr` reads the store as one), without importing xarray or
+    dask in the process that creates a store (a second of CPU before a run's first toy):
+    each array names its ``dimension_names``; a data variable lists, in its ``coordinates``
+    attribute, the non-dimension coordinates whose dimensions it has (sorted); a floating
+    variable's fill value NaN is also its ``_FillValue`` attribute (CF convention, base64
+    of its bytes); integers keep their fill value in the metadata only; strings are
+    variable-length UTF-8. ``tests/test_store_metadata.py`` holds the layout to the
+    stores xarray wrote."""
+
+    def __init__(self, group: zarr.Group,
+                 coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]]):
+        self.group = group
+        self.extra = {name: set(dims) for name, (dims, _) in coords.items()
+                      if dims != (name,)}
+
+    def coordinate(self, name: str, dims: tuple[str, ...], values: np.ndarray,
+                   chunks: tuple[int, ...] | None) -> None:
+        self._create(name, dims, values.shape, values.dtype, chunks, None, values, {},
+                     "auto")
+
+    def variable(self, name: str, dims: tuple[str, ...], shape: tuple[int, ...],
+                 dtype: np.dtype, chunks: tuple[int, ...] | None, *, fill: Any = None,
+                 values: np.ndarray | None = None, compressors: Any = "auto") -> None:
+        attrs: dict[str, Any] = {}
+        on = sorted(c for c, cd in self.extra.items() if cd <= set(dims))
+        if on:
+            attrs["coordinates"] = " ".join(on)
+        self._create(name, dims, shape, dtype, chunks, fill, values, attrs, compressors)
+
+    def _create(self, name: str, dims: tuple[str, ...], shape: tuple[int, ...],
+                dtype: np.dtype, chunks: tuple[int, ...] | None, fill: Any,
+                values: np.ndarray | None, attrs: dict[str, Any], compressors: Any) -> None:
+        dtype = np.dtype(dtype)
+        if dtype.kind == "f":
+            fill = math.nan
+            attrs["_FillValue"] = base64.standard_b64encode(
+                np.array(fill, dtype=dtype.newbyteorder("<")).tobytes()).decode()
+        elif dtype.kind == "U":
+            dtype, fill = np.dtype(str), ""
+        elif fill is None:
+            fill = dtype.type(0)
+        arr = self.group.create_array(
+            name, shape=shape, dtype=str if dtype.kind == "U" else dtype,
+            chunks="auto" if chunks is None else chunks, fill_value=fill,
+            compressors=compressors, attributes=attrs, dimension_names=dims)
+        if values is not None and values.size:
+            arr[...] = values
 
 
 def _clear_interrupted_creation(loc: Location) -> None:

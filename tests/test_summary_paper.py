@@ -64,3 +64,35 @@ def test_paper_table_of_a_jp_rejection_has_no_look_elsewhere_row():
     assert g[2] == "400"
     sig = {r[0] for r in significance_paper_table(_store(t + 0.5)).csv_rows}
     assert not any("Gaussian" in n for n in sig)  # nested: the χ² fit describes t
+
+
+def _search_like_t(n: int, seed: int) -> np.ndarray:
+    """t shaped as the Z_c(4100)⁻ significance toys (maximum over a mass–width search:
+    mean 8.8, standard deviation 3.1, none near 0), which no χ² describes (a χ²(k) with
+    that mean has twice that variance)."""
+    return np.clip(np.random.default_rng(seed).normal(8.8, 3.1, n), 0.5, None)
+
+
+def test_a_fitted_chi2_the_toys_reject_is_flagged_wherever_it_is_shown():
+    # 400 such toys: the Pearson test of the fitted χ² rejects it far below 0.01 (the real
+    # 200 Z_c toys gave p < 0.001); the χ²(8) toys of the control pass it (p ≥ 0.01, which a
+    # correct description fails in 1 % of seeds; this seed is fixed)
+    from toyengine.summary.ndof import GOF_REJECT
+    from toyengine.summary.significance import significance_summary
+
+    flagged = _store(_search_like_t(400, 5))
+    s = significance_summary(flagged)
+    assert s.chi2_fit.gof_pvalue < GOF_REJECT and s.chi2_fit.rejected
+    text = s.to_text()
+    assert "fitted χ²(ndof=" in text and "! = the toys reject the fitted χ²" in text
+    method_rows = [ln for ln in text.splitlines() if ln.startswith("fitted χ²(ndof=")]
+    assert method_rows and all(" !" in ln for ln in method_rows)
+    paper = {row[0].text: row[1].text for row in significance_paper_table(flagged).rows}
+    assert "the toys reject this χ²" in paper["Z from the fitted χ²"]
+
+    control = _store(stats.chi2.rvs(8, size=400, random_state=np.random.default_rng(3)))
+    c = significance_summary(control)
+    assert c.chi2_fit.gof_pvalue >= GOF_REJECT and not c.chi2_fit.rejected
+    assert "! = the toys reject" not in c.to_text()
+    cpaper = {row[0].text: row[1].text for row in significance_paper_table(control).rows}
+    assert "reject" not in cpaper["Z from the fitted χ²"]

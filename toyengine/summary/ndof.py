@@ -22,7 +22,11 @@ from scipy import special, stats
 
 from ._common import SummaryError
 
-__all__ = ["Chi2Fit", "fit_chi2_ndof"]
+__all__ = ["GOF_REJECT", "Chi2Fit", "fit_chi2_ndof"]
+
+#: the toys reject a fitted χ² description whose goodness-of-fit p (Pearson) is below this;
+#: its p-values and Z are then flagged, not quoted as supported by the toys
+GOF_REJECT = 0.01
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,13 @@ class Chi2Fit:
     correlation: float = 0.0
     zero_fraction: float = 0.0
     zero_fraction_err: float = 0.0
+
+    @property
+    def rejected(self) -> bool:
+        """Do the toys reject this description (Pearson GOF p below :data:`GOF_REJECT`)?
+        E.g. the maximum of t over a signal's (mass, width) search: narrower than any χ²,
+        bounded away from 0 (Gross & Vitells, Eur. Phys. J. C 70 (2010) 525)."""
+        return bool(self.gof_pvalue < GOF_REJECT)
 
     def pvalue(self, t: float) -> float:
         """``P(t' ≥ t)`` under the fitted description (incl. the point mass at 0, if fitted)."""

@@ -98,7 +98,11 @@ def significance_paper_table(ds: xr.Dataset, *, t_reference: float | None = None
                      f"{s.ndof_wilks:g}, {fmt_num(dev, 2)} σ apart)", f"{s.n_used}", f.ndof))
         if math.isfinite(t_obs):
             z = float(p_to_z(f.pvalue(t_obs)))
-            rows.append(("Z from the fitted χ²", f"{fmt_num(z, 3)}σ", f"{s.n_used}", z))
+            txt = f"{fmt_num(z, 3)}σ"
+            if f.rejected:  # a number the toys do not support is never shown bare
+                txt += (f" (the toys reject this χ²: goodness-of-fit p "
+                        f"{fmt_num(f.gof_pvalue, 2)})")
+            rows.append(("Z from the fitted χ²", txt, f"{s.n_used}", z))
     lee = lee_calibration(ds, v)
     if lee is not None and math.isfinite(t_obs):
         zl = float(p_to_z(lee.p_local(t_obs)))

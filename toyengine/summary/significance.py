@@ -22,7 +22,7 @@ from ..study.kinds import kind_info
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks, fmt_num, jsonable
 from .importance import ImportanceP, mixture_weights, weighted_pvalue
 from .lee import LEECalibration, calibrate
-from .ndof import Chi2Fit, fit_chi2_ndof
+from .ndof import GOF_REJECT, Chi2Fit, fit_chi2_ndof
 from .pvalues import PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
 from .tables import Cell, Table
 from .teststat import test_statistic, variant_index
@@ -170,6 +170,21 @@ class SignificanceSummary:
             tables.append(self._tail_table())
         return tables
 
+    @property
+    def _rejected_flag(self) -> str:
+        """`` !`` after a number from a fitted χ² that the toys reject, else nothing."""
+        return " !" if self.chi2_fit is not None and self.chi2_fit.rejected else ""
+
+    @property
+    def _rejected_note(self) -> tuple[str, ...]:
+        """The note explaining :attr:`_rejected_flag`, where it is shown."""
+        if not self._rejected_flag:
+            return ()
+        assert self.chi2_fit is not None
+        return (f"! = the toys reject the fitted χ² (goodness-of-fit p "
+                f"{fmt_num(self.chi2_fit.gof_pvalue, 2)} < {GOF_REJECT:g}): its p and Z are "
+                "not supported by them; quote the toys' p.",)
+
     def _toys_table(self) -> Table:
         """Toy bookkeeping, the χ² description of the toy t and the observed t."""
         what = "J^P rejection" if self.is_rejection else "Significance"
@@ -247,6 +262,8 @@ class SignificanceSummary:
                 if pv.z_two_lo != pv.z_two_hi
                 else ""
             )
+            method = pv.method + (self._rejected_flag if pv.method.startswith("fitted")
+                                  else "")
             if pv.n_toys > 0 and pv.n_exceed == 0:
                 # no toy exceeds: p < p_hi, so Z is a lower limit (not ∞)
                 z_one_txt = f"> {fmt_num(p_to_z(pv.p_hi, 'one'), 3)}"
@@ -256,7 +273,7 @@ class SignificanceSummary:
                 z_one_txt, z_two_txt = fmt_num(pv.z_one, 3), fmt_num(pv.z_two, 3)
             cells.append(
                 (
-                    pv.method,
+                    method,
                     fmt_num(pv.ndof, 4),
                     fmt_num(pv.p, 4),
                     prange,
@@ -303,6 +320,7 @@ class SignificanceSummary:
                 "Z one-sided = Φ⁻¹(1−p); Z two-sided = Φ⁻¹(1−p/2) (LHCb convention). "
                 "Toy p = n_exceed/n_toys with Clopper–Pearson 68.27% interval; when no "
                 "toy exceeds, Z > the Z of the interval's upper end.",
+                *self._rejected_note,
             ),
             align="lrrlrrl",
         )
@@ -395,7 +413,8 @@ class SignificanceSummary:
         if math.isfinite(self.ndof_mixture):
             rows.append(("Z mixture (ndof_mixture)",
                          f"{fmt_num(self.z_mixture, 3)} ({fmt_num(self.ndof_mixture, 3)} ± "
-                         f"{fmt_num(self.ndof_mixture_err, 2)})", self.z_mixture))
+                         f"{fmt_num(self.ndof_mixture_err, 2)})" + self._rejected_flag,
+                         self.z_mixture))
         if self.lee is not None:
             rows.append(("Z local (fixed scan parameters)", fmt_num(self.z_local, 3),
                          self.z_local))
@@ -406,7 +425,7 @@ class SignificanceSummary:
                          f"{fmt_num(self.z_global, 3)} ± {fmt_num(self.z_global_err, 2)}",
                          self.z_global))
         notes = ["Two-sided Z = Φ⁻¹(1 − p/2). The toys repeat the whole fit (scan included), "
-                 "so p_toys is a global p-value."]
+                 "so p_toys is a global p-value.", *self._rejected_note]
         if imp is not None:
             notes.append(
                 f"Importance sampling: {fmt_num(100 * imp['fraction'], 3)} % of the toys "

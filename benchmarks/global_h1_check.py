@@ -22,7 +22,14 @@ Usage::
 
 With ``--limit-row N`` the check also starts from N points of the mass with the width at
 its lower limit, where narrow states hide between a coarse grid's cells; ``--hyps both``
-refits both hypotheses (J^P rejection: a missed minimum of the null lowers t too).
+refits both hypotheses (J^P rejection: a missed minimum of the null lowers t too; for a
+significance study H0 has no scan parameters and gets only the next check).
+
+With ``--swave NAME NAME --swave-grid K`` every refitted hypothesis is also fitted (all
+parameters free) from a K x K grid of cell centres over the two named parameters' ranges
+(e.g. the LASS scattering length and effective range, whose second minima no start over
+(m, Γ) reaches), the other parameters at the engine's minimum: a grid that coincides with
+none of the engine's ``fit.restarts`` Halton points. Not cached (cheap beside the grid).
 """
 
 from __future__ import annotations
@@ -76,9 +83,28 @@ def _refit(spec, t, hyp, v, shape, limit_row):
     return float(best.nll), [float(best.values[k]) for k in idx]
 
 
+def _swave_refit(spec, t, hyp, v, names, k, at):
+    """The lowest minimum of ``hyp`` on toy ``t`` over full fits from a ``k`` x ``k`` grid
+    of cell centres over the ranges of ``names`` (the other parameters at ``at``, the
+    engine's minimum): ``nll`` (inf when the model has none of ``names`` free)."""
+    model = build_model(spec, v, hyp)
+    present = [n for n in names if n in model.parameters and not model.parameters[n].fixed]
+    if not present:
+        return float("inf")
+    pts = scan_grid(model.parameters, present, (k,) * len(present))
+    idx = [model.parameters.index(n) for n in present]
+    nll = toy_nll_function(spec, t, hyp, v.index)
+    x0s = []
+    for row in pts:
+        x = np.array(at, dtype=float)
+        x[idx] = row
+        x0s.append(x)
+    return float(fit(nll, model.parameters, extra_starts=x0s, hesse=False).nll)
+
+
 def _work(args):
     (path, starts, profile, refine, start, stop, shape, cached, limit_row, hyps, line, edges,
-     screen) = args
+     screen, swave, swave_grid) = args
     spec = load_spec(path)
     if starts is not None:
         spec = dataclasses.replace(spec, fit={**spec.fit, "starts": starts})
@@ -109,14 +135,27 @@ def _work(args):
         grid = cached.get(str(t), {})
         for hyp in todo:
             if hyp not in grid:
-                grid[hyp] = _refit(spec, t, hyp, v, shape, limit_row)
+                grid[hyp] = (_refit(spec, t, hyp, v, shape, limit_row)
+                             if build_model(spec, v, hyp).scan_parameters
+                             else (float("inf"), []))
+        # the engine's minimum of each hypothesis, over the plan's parameter axis
         nll0 = res.arrays["nll"][i, h0i]
         nll1 = res.arrays["nll"][i, h1i]
+        best = {hyp: grid[hyp][0] for hyp in todo}
+        if swave:
+            for hyp, h in ((spec.test["h1"], h1i), (spec.test["h0"], h0i)):
+                if hyp not in todo:
+                    continue
+                model = build_model(spec, v, hyp)
+                at = [float(res.arrays["value"][i, h, list(plan.params).index(n)])
+                      for n in model.parameters.names]
+                best[hyp] = min(best[hyp], _swave_refit(spec, t, hyp, v, swave, swave_grid,
+                                                        at))
         ok = res.arrays["valid"][i, h0i] and res.arrays["valid"][i, h1i]
         at = [float(res.arrays["value"][i, h1i, c]) for c in cols]
         # a lower minimum of either hypothesis than the engine's: by how much (in t units)
-        gain1 = max(2 * (nll1 - grid[spec.test["h1"]][0]), 0.0)
-        gain0 = max(2 * (nll0 - grid[spec.test["h0"]][0]), 0.0) if hyps == "both" else 0.0
+        gain1 = max(2 * (nll1 - best[spec.test["h1"]]), 0.0)
+        gain0 = max(2 * (nll0 - best[spec.test["h0"]]), 0.0) if hyps == "both" else 0.0
         out.append((t, 2 * (nll0 - nll1), 2 * (nll0 - nll1) + gain1 - gain0, ok,
                     res.arrays["n_best"][i, h1i], res.arrays["fit_time"][i].sum(),
                     at, grid, grid[spec.test["h1"]][1], gain1, gain0, cpu))
@@ -163,6 +202,10 @@ def main() -> None:
     ap.add_argument("--line", type=int, default=None, help="override fit.profile.line")
     ap.add_argument("--edges", type=int, default=None, help="override fit.profile.edges")
     ap.add_argument("--screen", type=int, default=None, help="override fit.profile.screen")
+    ap.add_argument("--swave", nargs=2, default=None, metavar="NAME",
+                    help="also refit from a grid over these two parameters (all free)")
+    ap.add_argument("--swave-grid", type=int, default=3,
+                    help="points per axis of the --swave grid (cell centres)")
     ap.add_argument("--save", type=Path, default=None,
                     help="write each toy's engine t and the grid refit's t (npz)")
     a = ap.parse_args()
@@ -175,7 +218,7 @@ def main() -> None:
     stop = a.first + a.toys
     jobs = [(a.study, a.starts, a.profile, a.refine, s, min(s + a.chunk, stop), tuple(a.grid),
              {k: v for k, v in cached.items() if s <= int(k) < min(s + a.chunk, stop)},
-             a.limit_row, a.hyps, a.line, a.edges, a.screen)
+             a.limit_row, a.hyps, a.line, a.edges, a.screen, a.swave, a.swave_grid)
             for s in range(a.first, stop, a.chunk)]
     with ProcessPoolExecutor(a.workers) as ex:
         rows = [r for chunk in ex.map(_work, jobs) for r in chunk]
@@ -189,7 +232,7 @@ def main() -> None:
     print(f"{a.study}: toys {a.first}..{stop - 1}, starts={a.starts}, profile={a.profile}, "
           f"refine={a.refine}, line={a.line}, edges={a.edges}, screen={a.screen}, "
           f"grid {a.grid} + limit row "
-          f"{a.limit_row}, "
+          f"{a.limit_row}, S-wave grid {a.swave} x {a.swave_grid}, "
           f"{time.time() - t0:.0f} s wall; fit time per toy {ft.mean():.2f} s (median "
           f"{np.median(ft):.2f} s); engine CPU per toy {cpu.mean():.2f} s")
     if a.hyps == "both":

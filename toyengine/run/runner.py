@@ -77,8 +77,6 @@ MAX_CHUNKS = 20000
 #: the time per toy to ~10 % (chunk sizing needs a factor ~2), little enough not to delay
 #: the first chunk
 ESTIMATE_SECONDS = 0.25
-#: what :func:`~toyengine.store.results.create_store` imports (≈ 1 s)
-STORE_CREATION_MODULES = ("xarray", "dask.array")
 
 
 @dataclass
@@ -152,12 +150,10 @@ def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
 
 class _StorePreparation:
     """What the client needs before it creates a new store — the timed toys of the cost
-    estimate (:func:`~toyengine.study.show.estimate_cost`) and the imports of
-    :func:`~toyengine.store.results.create_store` — done in a daemon thread while a new
-    local cluster starts (the client process only waits for its workers then), instead of
-    after, where they compete for the cores with the workers' warm-up. Python's import
-    locks make the main thread wait for a module this thread is importing, never import
-    it twice."""
+    estimate (:func:`~toyengine.study.show.estimate_cost`) — done in a daemon thread while a
+    new local cluster starts (the client process only waits for its workers then), instead
+    of after, where they compete for the cores with the workers' warm-up.
+    (:func:`~toyengine.store.results.create_store` itself needs nothing more than zarr.)"""
 
     def __init__(self, plan: Plan, estimate: bool):
         import threading
@@ -170,13 +166,9 @@ class _StorePreparation:
         self.thread.start()
 
     def _run(self) -> None:
-        import importlib
-
         try:
             if self.estimate:
                 self.cost = estimate_cost(self.plan, toys=50, budget=ESTIMATE_SECONDS)
-            for mod in STORE_CREATION_MODULES:
-                importlib.import_module(mod)
         except BaseException as exc:  # noqa: BLE001 - re-raised by result()
             self.error = exc
 

@@ -6,10 +6,11 @@ For each study in :data:`STUDIES` (shrunk as for the reference stores,
 ``make_reference_stores.small_spec``, in chunks of 2 toys),
 :func:`toyengine.store.results.create_store` makes an empty store; every object outside the
 control folder is saved to ``tests/data/store_metadata.json``: a ``zarr.json`` as its parsed
-JSON (the root's machine-dependent attributes, :data:`MACHINE_ATTRS`, left out), any other
-object as the SHA-256 of its bytes. ``tests/test_store_metadata.py`` creates the same stores
-and requires the same objects: the store format does not change without this file changing
-with it (in the same commit, on purpose).
+JSON (the root attributes that vary with the machine or the study file's text,
+:data:`VARYING_ATTRS`, left out), any other object as the SHA-256 of its bytes.
+``tests/test_store_metadata.py`` creates the same stores and requires the same objects: the
+store format does not change without this file changing with it (in the same commit, on
+purpose).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ OUT = Path(__file__).resolve().parent / "store_metadata.json"
 STUDIES = ("examples/hello", "examples/tcc_mass1d", "examples/sweighted_pulls",
            "examples/bkpipi_model_variation", "tcc/significance", "tcc/model_variation",
            "zc4100/significance")
-#: root attributes that depend on where and with which release the store was made
-MACHINE_ATTRS = ("toyengine_version", "study_dir")
+#: root attributes that depend on where and with which release the store was made, or on
+#: the study file's exact text (its comments and fit settings: not the layout)
+VARYING_ATTRS = ("toyengine_version", "study_dir", "study_yaml", "spec_digest")
 
 
 def empty_store(study: str, where: Path) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def store_objects(store: Path) -> dict[str, Any]:
         if p.name == "zarr.json":
             meta = json.loads(data)
             if key == "zarr.json":
-                for a in MACHINE_ATTRS:
+                for a in VARYING_ATTRS:
                     meta["attributes"].pop(a, None)
             out[key] = meta
         else:

@@ -14,7 +14,6 @@ extension leaves ``_toyengine/extend.json`` which the next ``run`` finishes. Pla
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
@@ -32,6 +31,7 @@ from ..study.plan import Chunk, Plan, plan_chunks
 from ..study.recipe import ChunkResult
 from ..study.schema import RECORD_FIELDS, field
 from ..study.spec import StudySpec
+from .layout import DatasetLayout
 from .lease import LEASE_PREFIX, Fence
 from .location import Location
 
@@ -246,7 +246,7 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     # metadata and the small arrays only; the toy arrays stay unwritten
     group = zarr.open_group(store=loc.zarr_store(), mode="a", zarr_format=3)
     group.attrs.update(attrs)
-    layout = _DatasetLayout(group, coords)
+    layout = DatasetLayout(group, coords)
     for name, (dims, values) in coords.items():
         layout.coordinate(name, dims, values,
                           chunks=(_COORD_CHUNK,) if name == "toy" else None)
@@ -269,57 +269,6 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     _checked("create:state", fence)
     loc.delete(CREATING_KEY)
     return chunks
-
-
-class _DatasetLayout:
-    """Arrays written as :meth:`xarray.Dataset.to_zarr` lays out a Dataset in zarr format 3
-    (so that :func:`xarray.open_zarr` reads the store as one), without importing xarray or
-    dask in the process that creates a store (a second of CPU before a run's first toy):
-    each array names its ``dimension_names``; a data variable lists, in its ``coordinates``
-    attribute, the non-dimension coordinates whose dimensions it has (sorted); a floating
-    variable's fill value NaN is also its ``_FillValue`` attribute (CF convention, base64
-    of its bytes); integers keep their fill value in the metadata only; strings are
-    variable-length UTF-8. ``tests/test_store_metadata.py`` holds the layout to the
-    stores xarray wrote."""
-
-    def __init__(self, group: zarr.Group,
-                 coords: Mapping[str, tuple[tuple[str, ...], np.ndarray]]):
-        self.group = group
-        self.extra = {name: set(dims) for name, (dims, _) in coords.items()
-                      if dims != (name,)}
-
-    def coordinate(self, name: str, dims: tuple[str, ...], values: np.ndarray,
-                   chunks: tuple[int, ...] | None) -> None:
-        self._create(name, dims, values.shape, values.dtype, chunks, None, values, {},
-                     "auto")
-
-    def variable(self, name: str, dims: tuple[str, ...], shape: tuple[int, ...],
-                 dtype: np.dtype, chunks: tuple[int, ...] | None, *, fill: Any = None,
-                 values: np.ndarray | None = None, compressors: Any = "auto") -> None:
-        attrs: dict[str, Any] = {}
-        on = sorted(c for c, cd in self.extra.items() if cd <= set(dims))
-        if on:
-            attrs["coordinates"] = " ".join(on)
-        self._create(name, dims, shape, dtype, chunks, fill, values, attrs, compressors)
-
-    def _create(self, name: str, dims: tuple[str, ...], shape: tuple[int, ...],
-                dtype: np.dtype, chunks: tuple[int, ...] | None, fill: Any,
-                values: np.ndarray | None, attrs: dict[str, Any], compressors: Any) -> None:
-        dtype = np.dtype(dtype)
-        if dtype.kind == "f":
-            fill = math.nan
-            attrs["_FillValue"] = base64.standard_b64encode(
-                np.array(fill, dtype=dtype.newbyteorder("<")).tobytes()).decode()
-        elif dtype.kind == "U":
-            dtype, fill = np.dtype(str), ""
-        elif fill is None:
-            fill = dtype.type(0)
-        arr = self.group.create_array(
-            name, shape=shape, dtype=str if dtype.kind == "U" else dtype,
-            chunks="auto" if chunks is None else chunks, fill_value=fill,
-            compressors=compressors, attributes=attrs, dimension_names=dims)
-        if values is not None and values.size:
-            arr[...] = values
 
 
 def _clear_interrupted_creation(loc: Location) -> None:

@@ -343,7 +343,8 @@ def _scan_toy(model: ToyModel, nll: Any, names: tuple[str, ...], points: np.ndar
     for j, row in enumerate(points):
         fixed = base.updated({n: {"value": float(v), "fixed": True}
                               for n, v in zip(names, row, strict=True)})
-        res = fit(nll, fixed, strategy=spec.fit["strategy"])
+        # −ln L only: no HESSE (it cost ~10 times the fit itself on a Dalitz model)
+        res = fit(nll, fixed, strategy=spec.fit["strategy"], hesse=False)
         if zero and set(zero) <= set(res.fixed_at_limit):
             out[j] = 0.0  # the signal vanished: h1 at this θ is h0
         elif math.isfinite(res.nll):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pickle
 
 import numpy as np
+import pytest
 
+from toyengine.errors import ModelError
 from toyengine.study.kinds import KIND_INFO, SECTIONS, UNKNOWN_KIND, kind_info
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk
-from toyengine.study.spec import StudySpec
+from toyengine.study.spec import StudySpec, build_model
 from toyengine.study.studyfile import KINDS
 
 TEST = """
@@ -87,6 +89,38 @@ def test_scan_plan_carries_the_grid_and_the_local_dof():
     # n_sig alone is extra at fixed (delta_m, gamma), bounded at zero: one-sided, 1 dof
     assert (plan.scan.lee_dof, plan.scan.lee_one_sided) == (1, True)
     assert plan.sizes["scan_point"] == 6
+
+
+def _narrow_plan(scan: str) -> Plan:
+    """A significance plan whose signal width lies above zero (a log axis needs that)."""
+    text = TEST.format(kind="significance", extra=f"fit: {{scan: {scan}}}").replace(
+        "limits: [0.0, 500.0]}, n_bkg: 150",
+        "limits: [0.0, 500.0]}, gamma: {value: 0.41, limits: [0.02, 2.0]}, n_bkg: 150")
+    return Plan.of(StudySpec.from_text(text))
+
+
+def test_scan_spacing_puts_both_limits_on_the_lattice():
+    plan = _narrow_plan("{grid: [3, 4], spacing: [linear, log]}")
+    h1 = build_model(plan.spec, plan.spec.variants[0], "S")
+    (m_lo, m_hi), (g_lo, g_hi) = (h1.parameters[n].limits for n in ("delta_m", "gamma"))
+    pts = plan.scan.points.reshape(3, 4, 2)  # C order: the first parameter slowest
+    np.testing.assert_allclose(pts[:, 0, 0], [m_lo, 0.5 * (m_lo + m_hi), m_hi], rtol=1e-12)
+    np.testing.assert_allclose(pts[1, :, 1], [g_lo, g_lo * (g_hi / g_lo) ** (1 / 3),
+                                              g_lo * (g_hi / g_lo) ** (2 / 3), g_hi],
+                               rtol=1e-12)
+    # without spacing: the cell centres of an even grid, no limit among them
+    centres = _narrow_plan("{grid: [3, 4]}").scan.points
+    assert centres[:, 0].min() > m_lo and centres[:, 1].min() > g_lo
+
+
+@pytest.mark.parametrize(("scan", "error"), [
+    ("{grid: [3, 4], spacing: [log, log]}", "log needs 'delta_m' above zero"),
+    ("{grid: [3, 4], spacing: [linear]}", "spacing has 1 entries"),
+    ("{grid: [1, 4], spacing: [linear, log]}", "'delta_m' needs at least 2 points"),
+])
+def test_scan_spacing_that_cannot_be_built_is_refused(scan, error):
+    with pytest.raises(ModelError, match=error):
+        _narrow_plan(scan)
 
 
 def test_truth_is_computed_when_asked_and_the_plan_ships_whole():

@@ -127,7 +127,8 @@ class ScanPlan:
     names : tuple of str
         The alternative model's free scan parameters.
     points : ndarray, shape (n_points, n_scan)
-        The grid points: ``grid[i]`` bin centres spanning parameter ``i``'s limits, the
+        The grid points: ``grid[i]`` bin centres spanning parameter ``i``'s limits, or with
+        ``fit.scan.spacing`` the lattice of :func:`scan_lattice` (limits included), the
         first parameter varying slowest (C order, so ``scan_t`` reshapes to ``grid``).
     grid : tuple of int
         Points per scan parameter.
@@ -171,8 +172,48 @@ def scan_plan(spec: StudySpec) -> ScanPlan | None:
             msg = f"fit.scan: scan parameter {n!r} needs finite limits, has {(lo, hi)}"
             raise ModelError(msg)
     dof, one_sided = lee_local_dof(h1, set(h0.parameters.names))
-    return ScanPlan(names, scan_grid(h1.parameters, names, grid), grid, scan["toys"],
-                    dof, one_sided)
+    spacing = scan.get("spacing")
+    points = (scan_grid(h1.parameters, names, grid) if spacing is None
+              else scan_lattice(h1.parameters, names, grid, spacing))
+    return ScanPlan(names, points, grid, scan["toys"], dof, one_sided)
+
+
+def scan_lattice(params: Any, names: Sequence[str], grid: Sequence[int],
+                 spacing: Sequence[str]) -> np.ndarray:
+    """The points of ``fit.scan`` with ``spacing``: per parameter ``grid[i]`` points from its
+    lower to its upper limit, both included, evenly (``linear``) or geometrically (``log``)
+    spaced; one row a point, the first parameter varying slowest.
+
+    A field whose correlation length shrinks towards one limit (a state's mass scan, whose
+    features are about a quarter of its width wide, with the width at its lower limit) is
+    resolved by a geometric axis with far fewer points than by an even one; and the
+    limits, where the search's narrowest states lie, are on the lattice.
+
+    Raises
+    ------
+    ModelError
+        ``spacing`` does not give one entry per scan parameter, an axis has fewer than 2
+        points, or a ``log`` axis does not lie above zero.
+    """
+    if len(spacing) != len(names):
+        msg = (f"fit.scan.spacing has {len(spacing)} entries but the scan parameters are "
+               f"{tuple(names)}")
+        raise ModelError(msg)
+    axes = []
+    for n, k, how in zip(names, grid, spacing, strict=True):
+        lo, hi = params[n].limits
+        if k < 2:
+            msg = f"fit.scan: {n!r} needs at least 2 points with spacing {how!r} (has {k})"
+            raise ModelError(msg)
+        if how == "log":
+            if not lo > 0:
+                msg = f"fit.scan.spacing: log needs {n!r} above zero, its limits are {(lo, hi)}"
+                raise ModelError(msg)
+            axes.append(lo * (hi / lo) ** (np.arange(k) / (k - 1)))
+        else:
+            axes.append(np.linspace(lo, hi, k))
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return np.stack([m.ravel() for m in mesh], axis=1)
 
 
 def check_profile(spec: StudySpec) -> None:

@@ -107,6 +107,10 @@ class ScanSettings(StrictModel):
         description="points per scan parameter (1 or 2 parameters)")
     toys: int | None = Field(None, ge=1, le=MAX_TOYS, description="scan only the first N "
                              "toys (default all)")
+    spacing: Annotated[list[Literal["linear", "log"]], Len(1, 2)] | None = Field(
+        None, description="per scan parameter: points from its lower to its upper limit, "
+        "both included, evenly (linear) or geometrically (log) spaced; default: cell "
+        "centres of an even grid")
 
 
 class ProfileSettings(StrictModel):

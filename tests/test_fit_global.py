@@ -527,3 +527,36 @@ def test_separate_hypotheses_profile_around_the_fitted_shared_parameters():
     np.testing.assert_array_equal(base, [3.9, 1.0, 2.0, 0.3])
     failed = SimpleNamespace(names=("a",), values=np.array([0.5]), nll=math.nan)
     assert _fitted_base(model, {0: failed}) is None
+
+
+def test_scan_fits_also_start_from_the_alternatives_own_minimum():
+    """Each scan point is fitted from the null minimum and from the alternative's own one.
+    A nuisance ``k`` with the two wells of :func:`_two_wells`: the null fit ended in the
+    shallow well (k ≈ −1.93), the alternative's search in the deeper one (k ≈ 2.06), as the
+    Z_c(4100) fits do with the two solutions of the K π S-wave. From the null minimum alone
+    the scan stays in the shallow well and its t misses the deeper well's share."""
+    from types import SimpleNamespace
+
+    from toyengine.study.recipe import _scan_toy
+
+    def nll(x: np.ndarray) -> float:  # mu: the signal's position (scanned), s: its size
+        mu, s, k = x
+        return _two_wells(np.array([k, 1.0])) + 0.5 * (s - 2.0) ** 2 + 0.1 * (mu - 1.0) ** 2
+
+    shallow, deep = -1.9343, 2.0591  # the wells' minima (test_restarts_reach_...)
+    params = ParameterSet((Parameter("mu", 0.0, (-3.0, 3.0), step=0.1),
+                           Parameter("s", 1.0, (0.0, 10.0), step=0.5),
+                           Parameter("k", 0.0, (-10.0, 10.0), step=0.5)))
+    model = SimpleNamespace(parameters=params, scan_parameters=("mu",))
+    spec = SimpleNamespace(fit={"strategy": None})
+    nll0 = nll(np.array([1.0, 0.0, shallow]))  # the null: no signal (s = 0)
+    r0 = SimpleNamespace(names=("k",), values=np.array([shallow]))
+    r1 = SimpleNamespace(names=("mu", "s", "k"), values=np.array([1.0, 2.0, deep]),
+                         nll=nll(np.array([1.0, 2.0, deep])))
+    point = np.array([[1.0]])
+    both = _scan_toy(model, nll, ("mu",), point, r0, nll0, spec, {"k"}, r1)[0]
+    null_only = _scan_toy(model, nll, ("mu",), point, r0, nll0, spec, {"k"})[0]
+    # MIGRAD's convergence (EDM < 2e-4 in -ln L) bounds the difference of each t
+    assert both == pytest.approx(2.0 * (nll0 - r1.nll), abs=1e-3)
+    assert null_only == pytest.approx(4.0, abs=1e-3)  # 2 × ½ (s − 2)² at s = 0: no k gain
+    assert both > null_only + 1.0

@@ -7,10 +7,11 @@ import pickle
 import numpy as np
 import pytest
 
+from toyengine.core.fit import fit
 from toyengine.errors import ModelError
 from toyengine.study.kinds import KIND_INFO, SECTIONS, UNKNOWN_KIND, kind_info
 from toyengine.study.plan import Chunk, Plan
-from toyengine.study.recipe import run_chunk
+from toyengine.study.recipe import _scan_toy, run_chunk, toy_nll_function
 from toyengine.study.spec import StudySpec, build_model
 from toyengine.study.studyfile import KINDS
 
@@ -121,6 +122,24 @@ def test_scan_spacing_puts_both_limits_on_the_lattice():
 def test_scan_spacing_that_cannot_be_built_is_refused(scan, error):
     with pytest.raises(ModelError, match=error):
         _narrow_plan(scan)
+
+
+def test_the_scan_at_the_alternatives_own_minimum_gives_the_toys_t():
+    # the scan fits start from the null minimum and from the alternative's own minimum (whose
+    # nuisance parameters may lie in a mode the null's never reaches): at the alternative's
+    # fitted (delta_m, gamma) the scan's t is the toy's t, up to the fits' convergence
+    # (EDM < 1e-4 in -ln L each, so |Δt| < 4e-4)
+    spec = _plan("significance", "fit: {scan: {grid: [3, 2]}}").spec
+    h1, h0 = (build_model(spec, spec.variants[0], h) for h in ("S", "B"))
+    for toy in range(3):
+        nll1 = toy_nll_function(spec, toy, "S")
+        r0 = fit(toy_nll_function(spec, toy, "B"), h0.parameters, hesse=False)
+        r1 = fit(nll1, h1.parameters, starts=4, rng=np.random.default_rng(toy),
+                 scan=h1.scan_parameters, hesse=False)
+        point = np.array([[r1.values[list(r1.names).index(n)] for n in ("delta_m", "gamma")]])
+        t = _scan_toy(h1, nll1, ("delta_m", "gamma"), point, r0, r0.nll, spec, h0.parameters,
+                      r1)
+        assert t[0] == pytest.approx(2.0 * (r0.nll - r1.nll), abs=4e-4)
 
 
 def test_truth_is_computed_when_asked_and_the_plan_ships_whole():

@@ -327,24 +327,34 @@ def flat_note(flat: dict[str, dict[str, Any]]) -> str:
 
 def _scan_toy(model: ToyModel, nll: Any, names: tuple[str, ...], points: np.ndarray,
               r0: FitResult | None, nll0: float, spec: StudySpec,
-              null: Any = None) -> np.ndarray:
+              null: Any = None, r1: FitResult | None = None) -> np.ndarray:
     """``t(θ) = 2 (nll_h0 − nll_h1(θ))`` at each scan point θ, the other parameters fitted
-    from the null minimum with the signal at its nominal start (one start per point;
-    a signal ending at zero is refitted fixed there, giving t = 0). ``null``: the null
-    model's parameters (default: the names of ``r0``)."""
+    from the null minimum with the signal at its nominal start and, given ``r1``, also from
+    the alternative's own minimum (the lower of the two fits; the alternative's search may
+    have found the nuisance parameters in another mode, e.g. the other solution of an
+    S-wave, which a fit from the null minimum never reaches); a signal ending at zero is
+    refitted fixed there, giving t = 0. ``null``: the null model's parameters (default:
+    the names of ``r0``)."""
     null_params = null
     out = np.full(len(points), np.nan)
     if r0 is None or not math.isfinite(nll0):
         return out
     null = dict(zip(r0.names, r0.values, strict=True))
-    base = model.parameters.with_values(
-        {n: v for n, v in null.items() if n in model.parameters and math.isfinite(v)})
+    bases = [model.parameters.with_values(
+        {n: v for n, v in null.items() if n in model.parameters and math.isfinite(v)})]
+    if r1 is not None and math.isfinite(r1.nll):
+        bases.append(model.parameters.with_values(
+            {n: v for n, v in zip(r1.names, r1.values, strict=True) if math.isfinite(v)}))
     zero = _signal_strengths(model, null_params if null_params is not None else set(null))
     for j, row in enumerate(points):
-        fixed = base.updated({n: {"value": float(v), "fixed": True}
-                              for n, v in zip(names, row, strict=True)})
-        # −ln L only: no HESSE (it cost ~10 times the fit itself on a Dalitz model)
-        res = fit(nll, fixed, strategy=spec.fit["strategy"], hesse=False)
+        at = {n: {"value": float(v), "fixed": True} for n, v in zip(names, row, strict=True)}
+        res = None
+        for base in bases:
+            # −ln L only: no HESSE (it cost ~10 times the fit itself on a Dalitz model)
+            found = fit(nll, base.updated(at), strategy=spec.fit["strategy"], hesse=False)
+            if res is None or found.nll < res.nll or not math.isfinite(res.nll):
+                res = found
+        assert res is not None
         if zero and set(zero) <= set(res.fixed_at_limit):
             out[j] = 0.0  # the signal vanished: h1 at this θ is h0
         elif math.isfinite(res.nll):
@@ -707,7 +717,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 r0 = fitted.get(pair[0])
                 a["scan_t"][i] = _scan_toy(model, nll, scan.names, scan.points, r0,
                                            r0.nll if r0 is not None else math.nan, spec,
-                                           hyps[pair[0]].parameters)
+                                           hyps[pair[0]].parameters, res)
             if plan.kind.records_gof and res.valid:
                 try:
                     a["gof"][i, h] = float(model.gof_statistic(data, res.values))

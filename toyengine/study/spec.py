@@ -286,6 +286,8 @@ def _validate(raw: Any, text: str, source: str, base_dir: str) -> StudySpec:
     for later in ("line", "edges", "screen", "free"):
         if fit.get("profile") is not None and not fit["profile"].get(later):
             del fit["profile"][later]
+    if fit.get("scan") is not None and fit["scan"].get("spacing") is None:
+        del fit["scan"]["spacing"]
     kind = kind_info(f.kind)
     if fit["hesse"] is None:  # HESSE is ~half the cost of a Z_c(4100)- fit
         fit["hesse"] = kind.hesse

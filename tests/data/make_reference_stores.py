@@ -251,7 +251,11 @@ def describe(made: dict[str, Any] | None) -> str:
 # roundings each (K_GEN eps relative: measured 0); ``truth`` and ``reference`` come from
 # fits without a stored -ln L (Asimov and data fits) and are compared to K_X sqrt(eps)
 # times the larger of the value and the parameter's typical error (measured 0.009);
-# ``scan_t`` = 2 (nll_H0 - nll_profile) to 4 K_NLL ef.
+# ``scan_t`` = 2 (nll_H0 - nll_profile) to 4 K_NLL ef where both fits of the toy took the
+# same path; else (case B: the scan fits start from the null's and the alternative's
+# minima, which then moved) each scan fit ends within MIGRAD's convergence, EDM <
+# SCAN_EDM, and t = 2 Δ(-ln L) to 2 K_B (2 SCAN_EDM + the toy's larger EDM) (measured: 2.1e-6
+# on the T_cc+ study with the kernels compiled for a generic CPU).
 
 EPS = float(np.finfo(np.float64).eps)
 K_NLL = 300.0
@@ -260,6 +264,9 @@ K_ERR = 800.0
 K_EDM = 10.0
 K_B = 2.0
 K_GEN = 8.0
+#: MIGRAD's convergence of a scan fit (EDM < 0.002 tol up with iminuit's default tol 0.1 and
+#: up = 1/2 for -ln L); the scan does not store its fits' EDM
+SCAN_EDM = 0.002 * 0.1 * 0.5
 #: fields that count the minimiser's work: identical unless the fit took another path
 PATH_FIELDS = ("nfcn", "n_best")
 #: per-fit float fields (dims end with hypothesis, or hypothesis and param)
@@ -271,6 +278,7 @@ def _worst(name: str, diff: np.ndarray, tol: np.ndarray, out: list[str]) -> None
     with np.errstate(invalid="ignore", divide="ignore"):
         bad = np.isfinite(diff) & ~(diff <= tol)
     if bad.any():
+        tol = np.broadcast_to(tol, diff.shape)
         i = np.unravel_index(np.argmax(np.where(bad, diff / tol, -1.0)), diff.shape)
         out.append(f"{name}: {int(bad.sum())} of {diff.size} beyond tolerance, worst at "
                    f"{tuple(int(j) for j in i)}: |difference| {diff[i]:.3g} > {tol[i]:.3g}")
@@ -344,7 +352,12 @@ def _float_differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray],
             _worst(name, d(name), K_GEN * EPS * np.abs(want[name]), out)
     if "scan_t" in want:
         ef_toy = EPS * np.maximum(np.nanmax(np.abs(nll), axis=-1), 1.0)[..., None]
-        _worst("scan_t", d("scan_t"), 4 * K_NLL * ef_toy, out)
+        # case B: a toy whose fits took another path starts its scan fits elsewhere (they
+        # start from both minima), and each ends anywhere within MIGRAD's convergence
+        moved = ~np.all(same, axis=-1)[..., None]
+        e_toy = np.nanmax(e_max, axis=-1)[..., None]
+        _worst("scan_t", d("scan_t"), np.where(moved, 2 * K_B * (2 * SCAN_EDM + e_toy),
+                                               4 * K_NLL * ef_toy), out)
     known = {*FIT_FLOATS, *PATH_FIELDS, "truth", "reference", "global_obs", "scan_points",
              "scan_t"}
     for name, w in want.items():

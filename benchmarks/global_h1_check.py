@@ -38,7 +38,7 @@ import argparse
 import dataclasses
 import json
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -220,12 +220,27 @@ def main() -> None:
              {k: v for k, v in cached.items() if s <= int(k) < min(s + a.chunk, stop)},
              a.limit_row, a.hyps, a.line, a.edges, a.screen, a.swave, a.swave_grid)
             for s in range(a.first, stop, a.chunk)]
+    rows = []
     with ProcessPoolExecutor(a.workers) as ex:
-        rows = [r for chunk in ex.map(_work, jobs) for r in chunk]
-    if a.cache:
-        store = json.loads(a.cache.read_text()) if a.cache.exists() else {}
-        store.setdefault(key, {}).update({str(r[0]): r[7] for r in rows})
-        a.cache.write_text(json.dumps(store, indent=1))
+        # each chunk's grid refits are cached as it ends: a stopped run keeps them
+        for fut in as_completed([ex.submit(_work, j) for j in jobs]):
+            chunk = fut.result()
+            rows += chunk
+            if a.save:  # each toy as its chunk ends: a stopped run keeps what it checked
+                with a.save.with_suffix(".jsonl").open("a") as f:
+                    for r in chunk:
+                        f.write(json.dumps({"toy": r[0], "t": float(r[1]),
+                                            "t_check": float(r[2]), "h1_gain": float(r[9]),
+                                            "h0_gain": float(r[10]), "cpu": r[11]}) + "\n")
+            if a.cache:
+                store = json.loads(a.cache.read_text()) if a.cache.exists() else {}
+                store.setdefault(key, {}).update({str(r[0]): r[7] for r in chunk})
+                a.cache.write_text(json.dumps(store, indent=1))
+            print(f"toys {chunk[0][0]}..{chunk[-1][0]} done ({len(rows)}/{a.toys}, "
+                  f"{time.time() - t0:.0f} s): misses by > 0.01 so far "
+                  f"{sum(r[2] - r[1] > 0.01 or r[9] > 0.01 or r[10] > 0.01 for r in rows)}",
+                  flush=True)
+    rows.sort(key=lambda r: r[0])
     _, t, t_grid, ok, n_best, ft = (np.array(c) for c in list(zip(*rows, strict=True))[:6])
     d = t_grid - t
     cpu = np.array([r[11] for r in rows])

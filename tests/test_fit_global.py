@@ -71,7 +71,7 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     """A parameter with two minima (the wells of :func:`_two_wells`) and no scan: the
     nominal start stays in the shallow well; 4 restarts from that minimum over m's range
     (Halton points 0, -2, 2, -3: the first one, the box's corner -4, skipped) reach the deeper one,
-    with a full fit from the lower brief end."""
+    with a full fit from the lower brief end; then 4 more around the deeper minimum."""
     local = fit(_two_wells, WELL_PARAMS)
     assert local.value("m") == pytest.approx(-1.9343, abs=0.01)
     res = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("m", "not_a_parameter"), 4))
@@ -79,7 +79,9 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     assert res.value("a") == pytest.approx(1.0, abs=1e-3)
     assert res.nll < local.nll - 1.5
     assert res.valid
-    assert res.n_starts == local.n_starts + 4
+    # a round of 4 around the shallow minimum, which found the deep one, then a round of 4
+    # around that, which found nothing lower: no third round
+    assert res.n_starts == local.n_starts + 2 * 4
     assert res.nfcn > local.nfcn
     # the minimum the restarts moved away from is kept: another mode of the nuisance
     assert local.replaced_minima == ()
@@ -195,7 +197,7 @@ def test_profile_edges_find_a_minimum_on_a_limit_the_grid_misses():
     assert edges.value("w") == pytest.approx(1.5, abs=1e-2)
     # −s²/2 with s = 2 + the broad bump's tail there, exp(−0.5 (7/2)²)
     assert edges.nll == pytest.approx(-0.5 * (2.0 + math.exp(-6.125)) ** 2, abs=1e-3)
-    assert edges.n_starts == grid.n_starts + 1  # one more start: the lowest edge point
+    assert edges.n_starts == grid.n_starts + 4  # one more start per edge: its lowest point
     lines = edge_lines(NARROW_PARAMS, ("mu", "w"), 24)
     assert len(lines) == 4 and all(e.shape == (24, 2) for e in lines)
     # mu at its lower and upper limit (moved inwards), w across its range; then w's limits
@@ -204,6 +206,32 @@ def test_profile_edges_find_a_minimum_on_a_limit_the_grid_misses():
     assert np.allclose(np.diff(lines[0][:, 1]), 1.9 / 24)
     assert np.all(lines[3][:, 1] == pytest.approx(2.0 - LINE_OFFSET * 1.9))
     assert [e.shape for e in edge_lines(BUMP_PARAMS, ("mu",), 24)] == [(1, 1), (1, 1)]
+
+
+def _two_edges_and_nuisance(x: np.ndarray) -> float:
+    """−ln L = a²/2 − a s + b²/2 − 2 b g_B: the broad bump of :func:`_broad_and_limit`
+    (height 1 at mu = 3) and two narrow states on limits, A at mu = 0, w = 1 (height 1.5)
+    and B at mu = 10, w = 1.5 (height 1, g_B its shape), with s = broad + 1.5 g_A + g_B.
+    With b at 0 (a profile floating only a) A is the lower edge point (−1.125 against
+    −0.5); with b free B is the global minimum (−0.5 − 2 = −2.5)."""
+    mu, w, a, b = x
+    g_a = math.exp(-0.5 * (mu / 0.15) ** 2 - 0.5 * ((w - 1.0) / 0.2) ** 2)
+    g_b = math.exp(-0.5 * ((mu - 10.0) / 0.15) ** 2 - 0.5 * ((w - 1.5) / 0.2) ** 2)
+    s = math.exp(-0.5 * ((mu - 3.0) / (0.5 + w)) ** 2) + 1.5 * g_a + g_b
+    return 0.5 * a * a - a * s + 0.5 * b * b - 2.0 * b * g_b
+
+
+def test_each_edge_gets_a_start_of_its_own():
+    """Two minima on limits: the profile (b held at 0) ranks the one on mu's lower limit
+    below the one on its upper limit, whose full fit (b free) is the global minimum. With
+    one start for the lowest point over all edges the fit ends on the wrong limit."""
+    params = ParameterSet((*NARROW_PARAMS, Parameter("b", 0.0, (-10.0, 10.0), step=0.1)))
+    prof = ProfileStarts((10, 3), best=1, free=("a",), base=params.values, edges=24)
+    res = fit(_two_edges_and_nuisance, params, scan=("mu", "w"), profile=prof)
+    assert res.value("mu") == pytest.approx(10.0, abs=1e-3)  # B, on mu's upper limit
+    assert res.value("b") == pytest.approx(2.0, abs=1e-2)
+    # −(1 + broad tail)²/2 − 2: the broad bump's factor at mu = 10 is exp(−0.5 (7/2)²)
+    assert res.nll == pytest.approx(-0.5 * (1.0 + math.exp(-6.125)) ** 2 - 2.0, abs=1e-3)
 
 
 def _bumps_and_nuisance(x: np.ndarray) -> float:
@@ -560,3 +588,63 @@ def test_scan_fits_also_start_from_the_alternatives_own_minimum():
     assert both == pytest.approx(2.0 * (nll0 - r1.nll), abs=1e-3)
     assert null_only == pytest.approx(4.0, abs=1e-3)  # 2 × ½ (s − 2)² at s = 0: no k gain
     assert both > null_only + 1.0
+
+
+def test_each_hypothesis_is_refitted_from_the_others_nuisance_mode():
+    """``fit.restarts`` in a nested test: the null is refitted from the alternative's
+    minimum, the alternative from the null's nuisance values with its own signal, each kept
+    only when lower by more than ``SAME_MINIMUM``; a null fit that ended in another minimum
+    is returned as a mode for the alternative's search to start from. A nuisance ``k`` with
+    the two wells of :func:`_two_wells` (as the two solutions of the Z_c(4100) fits' K π
+    S-wave): a search that ended in the shallow well gets the deep one from the other
+    hypothesis' minimum — t too high (null in the shallow well) or too low (alternative
+    there), by 2 × the wells' depth difference, without it."""
+    from types import SimpleNamespace
+
+    from toyengine.study.recipe import _cross_starts
+
+    def nll1(x: np.ndarray) -> float:  # mu: signal position, s: its size; s = 0 is the null
+        mu, s, k = x
+        return _two_wells(np.array([k, 1.0])) + 0.5 * (s - 2.0) ** 2 + 0.1 * s * s * (mu - 1) ** 2
+
+    def nll0(x: np.ndarray) -> float:
+        return nll1(np.array([1.0, 0.0, x[0]]))
+
+    shallow, deep = -1.9343, 2.0591  # the wells' minima (test_restarts_reach_...)
+    p0 = ParameterSet((Parameter("k", 0.0, (-10.0, 10.0), step=0.5),))
+    p1 = ParameterSet((Parameter("mu", 0.0, (-3.0, 3.0), step=0.1),
+                       Parameter("s", 1.0, (0.0, 10.0), step=0.5),
+                       Parameter("k", 0.0, (-10.0, 10.0), step=0.5)))
+    hyps = [SimpleNamespace(parameters=p0, scan_parameters=()),
+            SimpleNamespace(parameters=p1, scan_parameters=("mu",))]
+    spec = SimpleNamespace(fit={"strategy": None, "hesse": False})
+
+    def cross(k0: float, k1: float):
+        fitted = {0: fit(nll0, p0.with_values({"k": k0}), hesse=False)}
+        r1 = fit(nll1, p1.with_values({"mu": 1.0, "s": 2.0, "k": k1}), hesse=False)
+        r0 = fitted[0]
+        out, mode = _cross_starts((0, 1), hyps, fitted, {0: nll0}, nll1, r1, spec)
+        return r0, r1, fitted[0], out, mode
+
+    depth = 2.0 * (_two_wells(np.array([shallow, 1.0])) - _two_wells(np.array([deep, 1.0])))
+    assert depth > 1.0
+    # the null in the shallow well, the alternative in the deep one: t too high by `depth`
+    r0, r1, n0, out, mode = cross(shallow, deep)
+    assert n0.value("k") == pytest.approx(deep, abs=1e-2)
+    assert 2.0 * (n0.nll - out.nll) == pytest.approx(2.0 * (r0.nll - r1.nll) - depth, abs=1e-3)
+    assert out.values.tolist() == r1.values.tolist()  # the alternative was at its minimum
+    assert out.nfcn > r1.nfcn and out.n_starts == r1.n_starts + 1  # its cross fit counted
+    # the mode to search from: the null's new minimum embedded (signal off, s = 0)
+    assert mode is not None and mode[1] == 0.0 and mode[2] == pytest.approx(deep, abs=1e-2)
+    # the alternative in the shallow well: t too low by `depth`; the null's fit from there
+    # ended in its shallow well, a mode for the alternative's search
+    r0, r1, n0, out, mode = cross(deep, shallow)
+    assert n0.values.tolist() == r0.values.tolist()
+    assert out.value("k") == pytest.approx(deep, abs=1e-2)
+    assert 2.0 * (n0.nll - out.nll) == pytest.approx(2.0 * (r0.nll - r1.nll) + depth, abs=1e-3)
+    assert mode is not None and mode[2] == pytest.approx(shallow, abs=1e-2)
+    # both in the deep well already: nothing replaced, the values bit for bit, no mode
+    r0, r1, n0, out, mode = cross(deep, deep)
+    assert n0.values.tolist() == r0.values.tolist() and n0.nll == r0.nll
+    assert out.values.tolist() == r1.values.tolist() and out.nll == r1.nll
+    assert mode is None

@@ -127,15 +127,15 @@ class ProfileStarts:
         If > 0, also profile ``edges`` cell centres along every edge of the scan box
         (:func:`edge_lines`: each scan parameter at its lower and upper limit, the other
         across its range; with a ``line`` not the edge it lies on), and start one more full
-        fit from the lowest of those points. A minimum on a limit lies half a grid cell
+        fit from the lowest point of each edge. A minimum on a limit lies half a grid cell
         beyond the grid's outermost points, and the profile (the parameters outside
-        ``free`` held at ``base``) ranks it below minima whose full fits are higher: it gets
-        a start of its own.
+        ``free`` held at ``base``) ranks it below minima whose full fits are higher, or
+        below another edge's: each edge gets a start of its own.
     screen : int
-        If > 0, the ``screen`` lowest profile minima (grid and line) and the lowest edge
-        point are each first fitted briefly with every parameter free (loose tolerance, no
+        If > 0, the ``screen`` lowest profile minima (grid and line) and each edge's
+        lowest point are each first fitted briefly with every parameter free (loose tolerance, no
         HESSE), and the full fit starts from the ``best`` lowest of those ends (distinct by
-        more than ``SAME_MINIMUM``), the edge point's included. The profile ranks basins
+        more than ``SAME_MINIMUM``), the edge points' included. The profile ranks basins
         with the parameters outside ``free`` held at ``base``; a brief full fit ranks them
         as the full fit will, at a fraction of its cost, so that fewer full fits reach the
         same minima.
@@ -302,21 +302,20 @@ def _profile_starts(nll: Callable[[np.ndarray], float], params: ParameterSet,
         values = [*values, *lvalues]
     edge_start: list[np.ndarray] = []
     if profile.edges:
-        # the lowest point over the box's edges is one more start of its own: the profile
-        # (the other parameters at the base) ranks a minimum on a limit too low to compete
-        # with the grid's
-        best_edge = (math.inf, x0)
+        # the lowest point of each edge of the box is one more start of its own: the
+        # profile (the other parameters at the base) ranks a minimum on a limit too low to
+        # compete with the grid's, or with another edge's
         edges = edge_lines(params, free_scan, profile.edges)
         if profile.line and len(free_scan) == 2:
             edges = [e for j, e in enumerate(edges) if j != 2]  # the line lies on that edge
+        lowest = []
         for edge in edges:
             eprof, evalues, efcn = _profile_values(plain, fixed, x0, idx, edge)
             nfcn += efcn
             k = int(np.argmin(eprof))
-            if eprof[k] < best_edge[0]:
-                best_edge = (float(eprof[k]), evalues[k])
-        if math.isfinite(best_edge[0]):
-            edge_start.append(best_edge[1])
+            if math.isfinite(eprof[k]):
+                lowest.append((float(eprof[k]), len(lowest), evalues[k]))
+        edge_start = [x for _, _, x in sorted(lowest, key=lambda e: (e[0], e[1]))]
     order.sort(key=lambda k: (prof[k], k))  # ties by grid order: deterministic
     if profile.screen:
         # brief full fits rank the candidates as the full fit would (every parameter free)
@@ -482,8 +481,14 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
     assert best is not None
     n_restarts = 0
     replaced: list[np.ndarray] = []
-    if restarts is not None and math.isfinite(best.nll):
-        for x0 in _restart_points(params, best.values, restarts):
+    # restarts around the lowest minimum, again around a lower one they found (its other
+    # parameters moved too, so the points around it are new starts), at most RESTART_ROUNDS
+    origin: FitResult | None = None
+    for _ in range(RESTART_ROUNDS if restarts is not None else 0):
+        if origin is best or not math.isfinite(best.nll):
+            break
+        origin = best
+        for x0 in _restart_points(params, origin.values, restarts):
             n_restarts += 1
             brief = _single_fit(nll, params, x0, False, 0, _PROFILE_TOL, False)
             total_nfcn += brief.nfcn
@@ -642,6 +647,10 @@ def _better(a: FitResult, b: FitResult) -> bool:
 
 #: two minima closer than this in −ln L (0.01 in t = Δ(−2 ln L)) are the same minimum
 SAME_MINIMUM = 0.005
+
+#: rounds of :class:`Restarts`: a round that found a lower minimum is followed by another
+#: around it
+RESTART_ROUNDS = 3
 
 #: relative change of −ln L within which a parameter is flat (:func:`flat_parameters`):
 #: rounding only

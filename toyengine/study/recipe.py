@@ -29,12 +29,13 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..core.fit import (
+    SAME_MINIMUM,
     FailReason,
     FitResult,
     FitStatus,
@@ -154,6 +155,60 @@ def _null_modes(pair: tuple[int, int] | None, hyps: list[ToyModel],
     return [_embedded(pair, hyps, h, r0.names, x) for x in r0.replaced_minima]
 
 
+def _search(spec: StudySpec, model: ToyModel, nll: Any, pair: tuple[int, int] | None,
+            hyps: list[ToyModel], fitted: dict[int, FitResult], h: int,
+            extra: list[np.ndarray], toy: int, vkey: int | None) -> FitResult:
+    """One search of hypothesis ``h`` of toy ``toy`` with the study's fit settings: its
+    starts, ``extra`` (the nested start or a null mode embedded, which also fixes the
+    profile's other parameters) and restarts."""
+    many = spec.fit["starts"] > 1  # the starts' generator is drawn from only then
+    return fit(nll, model.parameters, starts=spec.fit["starts"],
+               rng=fit_rng(spec.seed, toy, h, vkey) if many else None,
+               minos=spec.fit["minos"], strategy=spec.fit["strategy"],
+               hesse=spec.fit["hesse"], scan=model.scan_parameters, extra_starts=extra,
+               profile=_profile(spec, model, pair, fitted, h, extra),
+               restarts=_restarts(spec))
+
+
+def _cross_starts(pair: tuple[int, int], hyps: list[ToyModel], fitted: dict[int, FitResult],
+                  nlls: dict[int, Any], nll1: Any, r1: FitResult,
+                  spec: StudySpec) -> tuple[FitResult, np.ndarray | None]:
+    """Each hypothesis of a nested test fitted once more from the other's nuisance mode (with
+    ``fit.restarts``): the null from the alternative's minimum (its shared parameters), then
+    the alternative from the null's shared parameters with its own signal parameters.
+
+    Nuisance parameters with several minima (the two solutions of a LASS K π S-wave: Aston
+    et al., Nucl. Phys. B 296 (1988) 493) let each search end in another solution, and t
+    is then wrong by up to a few units either way. A cross fit replaces a hypothesis' minimum
+    only when lower by more than ``SAME_MINIMUM`` (its calls are counted either way); the
+    null's (``fitted[pair[0]]``) is updated in place. Returns the alternative's result and,
+    when the null's fit from the alternative's minimum ended in another minimum than the
+    null's search (lower or higher by more than ``SAME_MINIMUM``), that null mode embedded
+    in the alternative (:func:`_nested_starts`): the alternative's search is to run once
+    more from it, as from a mode the null's restarts left (:func:`_null_modes`)."""
+    h0, h1 = pair
+    r0 = _null_fit(pair, fitted, h1)
+    if r0 is None or not math.isfinite(r1.nll) or h0 not in nlls:
+        return r1, None
+    kw = {"strategy": spec.fit["strategy"], "hesse": spec.fit["hesse"]}
+    alt = {n: x for n, x in zip(r1.names, r1.values, strict=True) if math.isfinite(x)}
+    c0 = fit(nlls[h0], hyps[h0].parameters.with_values(alt), **kw)
+    mode = (_embedded(pair, hyps, h1, c0.names, c0.values)
+            if math.isfinite(c0.nll) and abs(c0.nll - r0.nll) > SAME_MINIMUM else None)
+    r0 = fitted[h0] = _lower(r0, c0)
+    null = {n: x for n, x in zip(r0.names, r0.values, strict=True) if math.isfinite(x)}
+    return _lower(r1, fit(nll1, hyps[h1].parameters.with_values({**alt, **null}), **kw)), mode
+
+
+def _lower(res: FitResult, other: FitResult) -> FitResult:
+    """``other`` in place of ``res`` when lower by more than ``SAME_MINIMUM`` (another
+    minimum, not the same one refitted), with the calls, time and starts of both."""
+    if math.isfinite(other.nll) and other.nll < res.nll - SAME_MINIMUM:
+        return lower_of(res, other)
+    return replace(res, nfcn=res.nfcn + other.nfcn, time=res.time + other.time,
+                   n_starts=res.n_starts + other.n_starts)
+
+
 def _null_fit(pair: tuple[int, int] | None, fitted: dict[int, FitResult],
               h: int) -> FitResult | None:
     """The null's fit of this toy when ``h`` is the alternative of a nested test and the
@@ -270,8 +325,6 @@ def _collapse_to_null(pair: tuple[int, int] | None, hyps: list[ToyModel],
     zero = _signal_strengths(hyps[h], hyps[pair[0]].parameters)
     if zero and set(zero) <= set(res.fixed_at_limit) and all(
             res.value(n) == 0.0 for n in zero):
-        from dataclasses import replace
-
         return replace(res, nll=r0.nll, valid=r0.valid, status=r0.status, reason=r0.reason,
                        message=r0.message)
     return res
@@ -653,6 +706,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
         gobs = gobs_of.of(t) if fixed is None else gobs_of.nominal.copy()
         a["global_obs"][i] = gobs
         fitted: dict[int, FitResult] = {}
+        nlls: dict[int, Any] = {}
         for h in plan.fit_order:
             model = hyps[h]
             try:
@@ -661,19 +715,17 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 res = None
                 for extra in (_nested_starts(pair, hyps, fitted, h),
                               *([x] for x in _null_modes(pair, hyps, fitted, h))):
-                    found = fit(nll, model.parameters, starts=spec.fit["starts"],
-                                # drawn from only with more than one start
-                                rng=(fit_rng(spec.seed, t, h, vkey)
-                                     if spec.fit["starts"] > 1 else None),
-                                minos=spec.fit["minos"], strategy=spec.fit["strategy"],
-                                hesse=spec.fit["hesse"], scan=model.scan_parameters,
-                                extra_starts=extra,
-                                profile=_profile(spec, model, pair, fitted, h, extra),
-                                restarts=_restarts(spec))
+                    found = _search(spec, model, nll, pair, hyps, fitted, h, extra, t, vkey)
                     res = found if res is None else lower_of(res, found)
                 assert res is not None
+                if pair is not None and h == pair[1] and _restarts(spec) is not None:
+                    res, mode = _cross_starts(pair, hyps, fitted, nlls, nll, res, spec)
+                    if mode is not None:
+                        res = lower_of(res, _search(spec, model, nll, pair, hyps, fitted, h,
+                                                    [mode], t, vkey))
                 res = _collapse_to_null(pair, hyps, fitted, h, res)
                 fitted[h] = res
+                nlls[h] = nll
             except Exception as exc:
                 warnings.warn(f"toy {t} of variant {v.name}, hypothesis "
                               f"{spec.hypotheses[h]}: {exc}", FitFailureWarning, stacklevel=1)
@@ -682,6 +734,11 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 _note_failure(causes, FailReason.EXCEPTION, f"{type(exc).__name__}: {exc}",
                               t, v.name, spec.hypotheses[h])
                 continue
+        # records after every fit: the alternative's cross starts may lower the null's
+        for h in plan.fit_order:
+            if h not in fitted:
+                continue
+            res, model, nll = fitted[h], hyps[h], nlls[h]
             cols = [pindex[nm] for nm in res.names]
             a["value"][i, h, cols] = res.values
             a["error"][i, h, cols] = res.errors

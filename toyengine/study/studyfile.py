@@ -174,7 +174,9 @@ class FitSettings(StrictModel):
     restarts: RestartSettings | None = Field(None, description="after the starts, brief "
                                              "refits from the lowest minimum with the named "
                                              "parameters moved across their range; a lower "
-                                             "end gets a full fit")
+                                             "end gets a full fit; in a nested test each "
+                                             "hypothesis is also refitted from the other's "
+                                             "minimum")
     scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
                                       "(significance only)")
     global_observables: Literal["sample", "fixed"] = Field(

@@ -168,7 +168,9 @@ class Restarts:
     fit from its end. For nuisance parameters with several minima at the same signal, e.g.
     the LASS scattering length and effective range of a K π S-wave (Aston et al., Nucl.
     Phys. B 296 (1988) 493, Eq. 1), whose second minima no start of the signal's scan
-    reaches.
+    reaches; with the signal's scan parameters among ``params`` the points move both, for
+    minima where the nuisances and the signal differ at once. A restart that found a lower
+    minimum is followed by another round around it (``RESTART_ROUNDS`` in all at most).
 
     Attributes
     ----------

@@ -91,6 +91,16 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     none = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("not_a_parameter",), 4))
     assert none.n_starts == local.n_starts and none.nll == local.nll
     assert none.replaced_minima == ()
+    # several sets: the points of each in turn (a set of absent parameters adds none);
+    # moving the nuisance alone does not leave the shallow well, then m's points do
+    nuisance = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("a",), 2))
+    assert nuisance.nll == pytest.approx(local.nll, abs=1e-6)
+    assert nuisance.n_starts == local.n_starts + 2
+    sets = fit(_two_wells, WELL_PARAMS, restarts=(Restarts(("a",), 2),
+                                                  Restarts(("not_a_parameter",), 3),
+                                                  Restarts(("m",), 4)))
+    assert sets.value("m") == pytest.approx(2.0591, abs=0.01)
+    assert sets.n_starts == local.n_starts + 2 * (2 + 4)
 
 
 def test_lower_of_two_searches_keeps_the_lower_minimum_and_both_costs():
@@ -532,6 +542,19 @@ def test_restarts_in_a_study_file():
     bad = StudySpec.from_text(text.replace(marker, "  restarts: {params: [nope], points: 2}\n"
                                            + marker), str(path), str(path.parent))
     with pytest.raises(ToyEngineError, match=r"fit.restarts.params names \['nope'\]"):
+        check_profile(bad)
+    # a list of sets: each set's points in turn; an unknown name is named with its set
+    sets = StudySpec.from_text(text.replace(
+        marker, "  restarts:\n  - {params: [n_sig], points: 2}\n"
+        "  - {params: [n_sig, delta_m], points: 3}\n" + marker), str(path), str(path.parent))
+    assert sets.fit["restarts"] == [{"params": ["n_sig"], "points": 2},
+                                    {"params": ["n_sig", "delta_m"], "points": 3}]
+    assert sets.digest not in (base.digest, moved.digest)
+    check_profile(sets)
+    bad = StudySpec.from_text(text.replace(
+        marker, "  restarts:\n  - {params: [n_sig]}\n  - {params: [n_sig, nope]}\n" + marker),
+        str(path), str(path.parent))
+    with pytest.raises(ToyEngineError, match=r"fit.restarts\[1\].params names \['nope'\]"):
         check_profile(bad)
 
 

@@ -179,3 +179,27 @@ def test_no_private_names_of_dependencies():
                   and node.args[1].value not in own):
                 bad.append(f"{where}:{node.lineno} {node.func.id}(..., {node.args[1].value!r})")
     assert bad == []
+
+
+def test_every_error_survives_pickling():
+    """An error raised on a Dask worker reaches the client pickled: every exception class
+    of :mod:`toyengine.errors` comes back with its message and fields (an error whose
+    ``__init__`` takes fields and not the message broke the worker pool instead)."""
+    import inspect
+    import pickle
+
+    from toyengine import errors
+
+    made = {
+        errors.OptionError: errors.OptionError("shape", "x", "one of gauss, cb"),
+        errors.SpecError: errors.SpecError("fit.restarts[0].points", 64, "<= 50", "s.yaml"),
+        errors.Interrupted: errors.Interrupted(3, 10, 2),
+    }
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+               if issubclass(c, Exception) and c.__module__ == errors.__name__]
+    assert set(made) < set(classes)
+    for cls in classes:
+        err = made.get(cls) or cls("what went wrong")
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is cls and str(back) == str(err)
+        assert vars(back) == vars(err)

@@ -38,6 +38,11 @@ class OptionError(ModelError):
         where = f"options.{path}" if path else "options"
         super().__init__(f"{where}: got {value!r}; expected {expected}")
 
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        # rebuilt from the constructor's arguments: raised on a worker, it reaches the
+        # client whole (the default pickles only the message, which __init__ cannot take)
+        return type(self), (self.path, self.value, self.expected)
+
 
 class SpecError(ToyEngineError, ValueError):
     """A study file is invalid. The message gives the YAML path, the bad value and what
@@ -50,6 +55,9 @@ class SpecError(ToyEngineError, ValueError):
         self.source = source
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{path}: got {_REPR.repr(value)}; expected {expected}")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return type(self), (self.path, self.value, self.expected, self.source)
 
 
 class StoreError(ToyEngineError, RuntimeError):
@@ -110,6 +118,9 @@ class Interrupted(ToyEngineError):
                 "them)" if in_flight else "")
         super().__init__(f"interrupted: {saved}/{total} toys saved{more}; run the same "
                          "command to resume")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return type(self), (self.saved, self.total, self.in_flight)
 
 
 class ToyEngineWarning(RuntimeWarning):

@@ -185,21 +185,23 @@ class Restarts:
 
 
 def _restart_points(params: ParameterSet, x: np.ndarray,
-                    restarts: Restarts) -> list[np.ndarray]:
-    """The start vectors of :class:`Restarts` around the minimum ``x``."""
-    names = [n for n in restarts.params if n in params and not params[n].fixed]
-    if not names or restarts.points < 1:
-        return []
+                    restarts: Restarts | Sequence[Restarts]) -> list[np.ndarray]:
+    """The start vectors of :class:`Restarts` (one set or several, in order) around the
+    minimum ``x``."""
     from scipy.stats import qmc
 
-    idx = [params.index(n) for n in names]
-    box = np.array([_scan_box(params, n) for n in names])
-    u = qmc.Halton(len(idx), scramble=False).random(restarts.points + 1)[1:]
     out = []
-    for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
-        y = np.array(x, dtype=float)
-        y[idx] = row
-        out.append(y)
+    for one in (restarts,) if isinstance(restarts, Restarts) else restarts:
+        names = [n for n in one.params if n in params and not params[n].fixed]
+        if not names or one.points < 1:
+            continue
+        idx = [params.index(n) for n in names]
+        box = np.array([_scan_box(params, n) for n in names])
+        u = qmc.Halton(len(idx), scramble=False).random(one.points + 1)[1:]
+        for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
+            y = np.array(x, dtype=float)
+            y[idx] = row
+            out.append(y)
     return out
 
 
@@ -384,7 +386,8 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         rng: np.random.Generator | None = None, minos: bool = False,
         strategy: int | None = None, tol: float | None = None, hesse: bool = True,
         scan: Sequence[str] = (), extra_starts: Sequence[np.ndarray] = (),
-        profile: ProfileStarts | None = None, restarts: Restarts | None = None,
+        profile: ProfileStarts | None = None,
+        restarts: Restarts | Sequence[Restarts] | None = None,
         fixed_flat: Sequence[str] = ()) -> FitResult:
     """Minimise ``nll``: trust-region Newton when it has an analytic ``grad`` and
     ``hessian`` and MINOS is not asked for (:func:`_single_fit`), else MIGRAD, then HESSE
@@ -429,10 +432,11 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         Also start from the best points of a coarse profile over the free ``scan``
         parameters (tried after the others, before ``extra_starts``); its cost is in
         ``nfcn`` and ``time``, its starts in ``n_starts``.
-    restarts : Restarts, optional
+    restarts : Restarts or sequence of Restarts, optional
         Then brief fits from the lowest minimum with some parameters moved across their
-        range (:class:`Restarts`); their cost is in ``nfcn`` and ``time``, their count in
-        ``n_starts``.
+        range (:class:`Restarts`; several sets: the points of each in turn, e.g. the
+        nuisances alone, then the nuisances with the signal); their cost is in ``nfcn`` and
+        ``time``, their count in ``n_starts``.
     fixed_flat : sequence of str
         Parameters already fixed because they are flat (set by the rerun below; every
         start then has them at their nominal values).

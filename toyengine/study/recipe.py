@@ -259,11 +259,14 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
                          prof.get("line", 0), prof.get("edges", 0), prof.get("screen", 0))
 
 
-def _restarts(spec: StudySpec) -> Restarts | None:
-    """The study's ``fit.restarts`` (None without one); parameters a hypothesis does not
-    have are ignored in its fit."""
+def _restarts(spec: StudySpec) -> tuple[Restarts, ...] | None:
+    """The study's ``fit.restarts``, one set or a list of sets (None without one);
+    parameters a hypothesis does not have are ignored in its fit."""
     r = spec.fit.get("restarts")
-    return None if r is None else Restarts(tuple(r["params"]), r["points"])
+    if r is None:
+        return None
+    return tuple(Restarts(tuple(one["params"]), one["points"])
+                 for one in ([r] if isinstance(r, dict) else r))
 
 
 def _fitted_base(model: ToyModel, fitted: dict[int, FitResult]) -> np.ndarray | None:

@@ -171,12 +171,11 @@ class FitSettings(StrictModel):
     profile: ProfileSettings | None = Field(None, description="also start from the best "
                                             "points of a coarse profile over the model's "
                                             "scan parameters")
-    restarts: RestartSettings | None = Field(None, description="after the starts, brief "
-                                             "refits from the lowest minimum with the named "
-                                             "parameters moved across their range; a lower "
-                                             "end gets a full fit; in a nested test each "
-                                             "hypothesis is also refitted from the other's "
-                                             "minimum")
+    restarts: RestartSettings | Annotated[list[RestartSettings], Len(1, 10)] | None = Field(
+        None, description="after the starts, brief refits from the lowest minimum with the "
+        "named parameters moved across their range (a list: each set's points in turn, e.g. "
+        "the nuisances alone, then with the signal); a lower end gets a full fit; in a "
+        "nested test each hypothesis is also refitted from the other's minimum")
     scan: ScanSettings | None = Field(None, description="per-toy look-elsewhere scan "
                                       "(significance only)")
     global_observables: Literal["sample", "fixed"] = Field(

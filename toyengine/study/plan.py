@@ -221,8 +221,7 @@ def check_profile(spec: StudySpec) -> None:
     scan parameter of every hypothesis that has scan parameters (variant 0's models), or
     ``fit.profile.free`` or ``fit.restarts.params`` names a parameter no hypothesis has."""
     prof = spec.fit.get("profile") or {}
-    restart = spec.fit.get("restarts") or []
-    if not prof and not restart:
+    if not prof and not spec.restart_sets:
         return
     models = [build_model(spec, spec.variants[0], h) for h in spec.hypotheses]
     for h, model in zip(spec.hypotheses, models, strict=True):
@@ -232,11 +231,9 @@ def check_profile(spec: StudySpec) -> None:
                    f"has the free scan parameters {names}")
             raise ModelError(msg)
     known = {n for model in models for n in model.parameters.names}
-    sets = [restart] if isinstance(restart, dict) else restart
     for option, names in (("fit.profile.free", prof.get("free")),
-                          *(("fit.restarts.params" if isinstance(restart, dict)
-                             else f"fit.restarts[{i}].params", one["params"])
-                            for i, one in enumerate(sets))):
+                          *((f"{path}.params", params)
+                            for path, params, _ in spec.restart_sets)):
         unknown = [n for n in names or () if n not in known]
         if unknown:
             msg = (f"{option} names {unknown}, which no hypothesis has "

@@ -262,11 +262,8 @@ def _profile(spec: StudySpec, model: ToyModel, pair: tuple[int, int] | None,
 def _restarts(spec: StudySpec) -> tuple[Restarts, ...] | None:
     """The study's ``fit.restarts``, one set or a list of sets (None without one);
     parameters a hypothesis does not have are ignored in its fit."""
-    r = spec.fit.get("restarts")
-    if r is None:
-        return None
-    return tuple(Restarts(tuple(one["params"]), one["points"])
-                 for one in ([r] if isinstance(r, dict) else r))
+    sets = tuple(Restarts(tuple(params), points) for _, params, points in spec.restart_sets)
+    return sets or None
 
 
 def _fitted_base(model: ToyModel, fitted: dict[int, FitResult]) -> np.ndarray | None:

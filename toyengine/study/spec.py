@@ -124,6 +124,18 @@ class StudySpec:
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()
 
+    @property
+    def restart_sets(self) -> list[tuple[str, list[str], int]]:
+        """``fit.restarts`` as ``(path in the study file, params, points)`` per set, in order:
+        one set (``fit.restarts``) or a list (``fit.restarts[i]``); empty without."""
+        r = self.fit.get("restarts")
+        if r is None:
+            return []
+        if isinstance(r, Mapping):
+            return [("fit.restarts", list(r["params"]), int(r["points"]))]
+        return [(f"fit.restarts[{i}]", list(one["params"]), int(one["points"]))
+                for i, one in enumerate(r)]
+
     def with_overrides(self, toys: int | None = None, seed: int | None = None) -> StudySpec:
         """A copy with ``--toys``/``--seed`` from the command line applied (validated)."""
         kw = {f.name: getattr(self, f.name) for f in fields(self)}

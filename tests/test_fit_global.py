@@ -103,6 +103,31 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     assert sets.n_starts == local.n_starts + 2 * (2 + 4)
 
 
+def _coupling_wells(x: np.ndarray) -> float:
+    """100 ∫ (c − 0.3)(c − 0.6)(c − 1) dc: a shallow well at c = 0.3 (reached from the
+    nominal start 0), the barrier at 0.6, a deeper well at 1.0 (lower by 0.29)."""
+    c = x[0]
+    return 100.0 * (c**4 / 4 - 1.9 * c**3 / 3 + 0.54 * c**2 - 0.18 * c)
+
+
+def test_restarts_of_an_unbounded_parameter_are_centred_on_the_minimum():
+    """A parameter without limits (a complex coupling) is moved over ±10 steps around the
+    minimum the restarts start from, not around its nominal value: with step 0.05 the box
+    is [-0.2, 0.8] around the shallow well at 0.3, and the seventh of 8 Halton points
+    (0.875 of the box: c = 0.675) lies past the barrier at 0.6. Around the nominal 0 the box
+    [-0.5, 0.5] lies wholly on the shallow side and no restart could leave it."""
+    # positions to 0.01: MIGRAD stops at an EDM of ~1e-4, i.e. sqrt(2e-4 / V'') with V'' = 21
+    params = ParameterSet((Parameter("c", 0.0, (-math.inf, math.inf), step=0.05),))
+    local = fit(_coupling_wells, params)
+    assert local.value("c") == pytest.approx(0.3, abs=0.01)
+    res = fit(_coupling_wells, params, restarts=Restarts(("c",), 8))
+    assert res.value("c") == pytest.approx(1.0, abs=0.01)
+    assert res.nll == pytest.approx(local.nll - 0.2858, abs=1e-3)
+    # 6 points are not enough: the highest, 0.75 of the box (c = 0.55), is before the barrier
+    assert fit(_coupling_wells, params, restarts=Restarts(("c",), 6)).value("c") == \
+        pytest.approx(0.3, abs=0.01)
+
+
 def test_lower_of_two_searches_keeps_the_lower_minimum_and_both_costs():
     shallow = fit(_two_wells, WELL_PARAMS)
     deep = fit(_two_wells, WELL_PARAMS, extra_starts=[np.array([2.0, 1.0])])

@@ -163,7 +163,7 @@ class Restarts:
     After every start, the lowest minimum's vector is refitted briefly (every parameter
     free, the profile's loose tolerance, no HESSE) from ``points`` low-discrepancy points
     (a Halton sequence without scrambling, its first point — the box's corner — skipped)
-    over the ranges of ``params`` (:func:`_scan_box`), the other parameters at the
+    over the ranges of ``params`` (:func:`_restart_box`), the other parameters at the
     minimum's values; a brief fit that ends lower than the minimum is followed by a full
     fit from its end. For nuisance parameters with several minima at the same signal, e.g.
     the LASS scattering length and effective range of a K π S-wave (Aston et al., Nucl.
@@ -196,13 +196,24 @@ def _restart_points(params: ParameterSet, x: np.ndarray,
         if not names or one.points < 1:
             continue
         idx = [params.index(n) for n in names]
-        box = np.array([_scan_box(params, n) for n in names])
+        box = np.array([_restart_box(params, n, float(x[params.index(n)])) for n in names])
         u = qmc.Halton(len(idx), scramble=False).random(one.points + 1)[1:]
         for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
             y = np.array(x, dtype=float)
             y[idx] = row
             out.append(y)
     return out
+
+
+def _restart_box(params: ParameterSet, name: str, at: float) -> tuple[float, float]:
+    """The range :class:`Restarts` cover for one parameter: its limits, or ``at ± 10 steps``
+    on an open side (``at``: its value at the minimum the restarts are around; a complex
+    coupling's other solution lies on the far side of that minimum, not of the nominal
+    start)."""
+    p = params[name]
+    lo, hi = p.limits
+    half = 10.0 * p.error_guess
+    return (lo if math.isfinite(lo) else at - half, hi if math.isfinite(hi) else at + half)
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins

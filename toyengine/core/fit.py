@@ -207,9 +207,10 @@ def _restart_points(params: ParameterSet, x: np.ndarray,
 
 def _restart_box(params: ParameterSet, name: str, at: float) -> tuple[float, float]:
     """The range :class:`Restarts` cover for one parameter: its limits, or ``at ± 10 steps``
-    on an open side (``at``: its value at the minimum the restarts are around; a complex
-    coupling's other solution lies on the far side of that minimum, not of the nominal
-    start)."""
+    on an open side (``at``: its value at the minimum the restarts are around, which may lie
+    far from the nominal start: on a Z_c(4100)⁻ J^P toy only starts with Re ≳ 0.39 reached
+    the K*0(1950) coupling's lower solution at Re = 0.63; the box around the nominal −0.2
+    ends at 0.4, the one around the minimum's −0.04 at 0.56)."""
     p = params[name]
     lo, hi = p.limits
     half = 10.0 * p.error_guess

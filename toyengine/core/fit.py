@@ -28,14 +28,19 @@ __all__ = ["FailReason", "FitResult", "FitStatus", "ProfileStarts", "Restarts", 
            "fit", "flat_parameters", "line_grid", "lower_of", "scan_grid"]
 
 
-def _scan_box(params: ParameterSet, name: str) -> tuple[float, float]:
-    """The range a scan parameter's starts cover: its limits, or ``value ± 10 steps`` on an
-    open side."""
+def _scan_box(params: ParameterSet, name: str,
+              around: float | None = None) -> tuple[float, float]:
+    """The range a parameter's starts cover: its limits, or ``value ± 10 steps`` on an open
+    side, the steps counted from ``around`` where given (:class:`Restarts`: the minimum they
+    start from, which may lie far from the nominal start; on a Z_c(4100)⁻ J^P toy only
+    starts with Re ≳ 0.39 reached the K*0(1950) coupling's lower solution at Re = 0.63: the
+    box around the nominal −0.2 ends at 0.4, the one around the minimum's −0.04 at 0.56)."""
     p = params[name]
     lo, hi = p.limits
     half = 10.0 * p.error_guess
-    return (lo if math.isfinite(lo) else p.value - half,
-            hi if math.isfinite(hi) else p.value + half)
+    centre = p.value if around is None else around
+    return (lo if math.isfinite(lo) else centre - half,
+            hi if math.isfinite(hi) else centre + half)
 
 
 def _start_points(params: ParameterSet, starts: int, rng: np.random.Generator | None,
@@ -161,10 +166,10 @@ class Restarts:
     """Brief fits from the lowest minimum with some parameters moved across their range.
 
     After every start, the lowest minimum's vector is refitted briefly (every parameter
-    free, the profile's loose tolerance, no HESSE) from ``points`` low-discrepancy points
-    (a Halton sequence without scrambling, its first point — the box's corner — skipped)
-    over the ranges of ``params`` (:func:`_restart_box`), the other parameters at the
-    minimum's values; a brief fit that ends lower than the minimum is followed by a full
+    free, the profile's loose tolerance, no HESSE) from ``points`` low-discrepancy points (a
+    Halton sequence without scrambling, its first point — the box's corner — skipped) over
+    the ranges of ``params`` (:func:`_scan_box` around the minimum), the other parameters at
+    the minimum's values; a brief fit that ends lower than the minimum is followed by a full
     fit from its end. For nuisance parameters with several minima at the same signal, e.g.
     the LASS scattering length and effective range of a K π S-wave (Aston et al., Nucl.
     Phys. B 296 (1988) 493, Eq. 1), whose second minima no start of the signal's scan
@@ -196,25 +201,13 @@ def _restart_points(params: ParameterSet, x: np.ndarray,
         if not names or one.points < 1:
             continue
         idx = [params.index(n) for n in names]
-        box = np.array([_restart_box(params, n, float(x[params.index(n)])) for n in names])
+        box = np.array([_scan_box(params, n, float(x[i])) for n, i in zip(names, idx, strict=True)])
         u = qmc.Halton(len(idx), scramble=False).random(one.points + 1)[1:]
         for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
             y = np.array(x, dtype=float)
             y[idx] = row
             out.append(y)
     return out
-
-
-def _restart_box(params: ParameterSet, name: str, at: float) -> tuple[float, float]:
-    """The range :class:`Restarts` cover for one parameter: its limits, or ``at ± 10 steps``
-    on an open side (``at``: its value at the minimum the restarts are around, which may lie
-    far from the nominal start: on a Z_c(4100)⁻ J^P toy only starts with Re ≳ 0.39 reached
-    the K*0(1950) coupling's lower solution at Re = 0.63; the box around the nominal −0.2
-    ends at 0.4, the one around the minimum's −0.04 at 0.56)."""
-    p = params[name]
-    lo, hi = p.limits
-    half = 10.0 * p.error_guess
-    return (lo if math.isfinite(lo) else at - half, hi if math.isfinite(hi) else at + half)
 
 
 #: MIGRAD's EDM tolerance factor in a profile fit: the grid only ranks basins

@@ -170,11 +170,16 @@ def _fft_offset(ROOT, x, res, centre: float) -> float:  # noqa: ANN001, N803
     return sum(a * b for a, b in zip(xs, vals, strict=True)) / sum(vals) - centre
 
 
+def _reset(obj: dict) -> None:
+    """The floating parameters back at their generation values."""
+    for v, t in zip(obj["floating"], obj["truth"], strict=True):
+        v.setVal(t)
+
+
 def _fit(obj: dict, data) -> tuple[int, list[float], list[float]]:  # noqa: ANN001
     import ROOT
 
-    for v, t in zip(obj["floating"], obj["truth"], strict=True):
-        v.setVal(t)
+    _reset(obj)
     r = obj["model"].fitTo(data, ROOT.RooFit.Extended(True), ROOT.RooFit.Save(True),
                            ROOT.RooFit.PrintLevel(-1), ROOT.RooFit.EvalBackend("legacy"))
     return (r.status(), [v.getVal() for v in obj["floating"]],
@@ -190,8 +195,7 @@ def roofit_toys(m: dict, n: int) -> None:
     x, model = obj["x"], obj["model"]
     bad = 0
     for _ in range(n):
-        for v, t in zip(obj["floating"], obj["truth"], strict=True):
-            v.setVal(t)
+        _reset(obj)  # the last fit moved them
         data = model.generate(ROOT.RooArgSet(x), ROOT.RooFit.Extended(True))
         status, _, _ = _fit(obj, data)
         bad += status != 0
@@ -218,36 +222,39 @@ def roofit_fit_arrays(m: dict, samples: list[list[float]]) -> list[dict]:
 
 # -------------------------------------------------------------------------- the comparison
 
-def _timed(cmd: list[str], cpu: int | None, env: dict | None = None) -> float:
+def _timed(cmd: list[str], cpu: int | None) -> tuple[float, str]:
+    """Wall seconds of ``cmd`` (pinned to ``cpu``) and its standard output."""
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu), *cmd]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    return wall
+    return wall, proc.stdout
 
 
 def _toyengine_run(n: int, cpu: int | None, work: Path) -> float:
     store = work / f"tcc_{n}.zarr"
     shutil.rmtree(store, ignore_errors=True)
     exe = shutil.which("toyengine") or str(Path(sys.executable).with_name("toyengine"))
-    wall = _timed([exe, "run", str(STUDY), "--store", str(store), "--workers", "1",
-                   "--toys", str(n), "--quiet"], cpu)
+    wall, _ = _timed([exe, "run", str(STUDY), "--store", str(store), "--workers", "1",
+                      "--toys", str(n), "--quiet"], cpu)
     shutil.rmtree(store, ignore_errors=True)
     return wall
 
 
-def _roofit_run(n: int, cpu: int | None, work: Path, python: str) -> float:
+def _roofit_run(n: int, cpu: int | None, work: Path, python: str) -> tuple[float, int]:
+    """Wall seconds of ``n`` RooFit toys and the number of their fits with status != 0."""
     spec = work / "model.json"
-    return _timed([python, __file__, "--roofit-child", str(spec), str(n)], cpu)
+    wall, out = _timed([python, __file__, "--roofit-child", str(spec), str(n)], cpu)
+    return wall, json.loads(out.strip().splitlines()[-1])["failed"]
 
 
-def compare(toys: tuple[int, int], roofit_toys: tuple[int, int], rounds: int, cpu: int | None,
+def compare(toys: tuple[int, int], rf_toys: tuple[int, int], rounds: int, cpu: int | None,
             python: str) -> None:
     n1, n2 = toys
-    r1, r2 = roofit_toys
+    r1, r2 = rf_toys
     env_note = os.environ.get("OMP_NUM_THREADS")
     with tempfile.TemporaryDirectory(prefix="bench_roofit_") as tmp:
         work = Path(tmp)
@@ -260,14 +267,15 @@ def compare(toys: tuple[int, int], roofit_toys: tuple[int, int], rounds: int, cp
         ratios = []
         for k in range(rounds):
             te1 = _toyengine_run(n1, cpu, work)
-            rf1 = _roofit_run(r1, cpu, work, python)
+            rf1, _ = _roofit_run(r1, cpu, work, python)
             te2 = _toyengine_run(n2, cpu, work)
-            rf2 = _roofit_run(r2, cpu, work, python)
+            rf2, failed = _roofit_run(r2, cpu, work, python)
             te = (te2 - te1) / (n2 - n1)
             rf = (rf2 - rf1) / (r2 - r1)
             ratios.append(rf / te)
             print(f"  round {k + 1}: toyengine {1e3 * te:.2f} ms/toy ({te1:.1f} s, {te2:.1f} s); "
-                  f"RooFit {1e3 * rf:.1f} ms/toy ({rf1:.1f} s, {rf2:.1f} s); "
+                  f"RooFit {1e3 * rf:.1f} ms/toy ({rf1:.1f} s, {rf2:.1f} s; {failed} of {r2} "
+                  "fits with status != 0); "
                   f"RooFit / toyengine = {rf / te:.0f}x")
         print(f"ratio per round: {', '.join(f'{r:.0f}x' for r in ratios)}; "
               f"median {statistics.median(ratios):.0f}x")

@@ -323,6 +323,20 @@ def test_sphere_coefficients_explicit() -> None:
     np.testing.assert_array_equal(sphere_coefficients([]), [1.0])
 
 
+def test_sphere_coefficients_equal_the_compiled_kernels_bit_for_bit() -> None:
+    """Model building takes the coefficients from plain Python, fits from the compiled
+    kernel with derivatives: the two must agree exactly (same products, same order), or a
+    toy's fit would start from another density than its model's."""
+    rng = np.random.default_rng(7)
+    for n in range(6):
+        for k in range(500):
+            phis = rng.uniform(-10.0, 10.0, n)
+            if k == 0:
+                phis = np.array([0.0, math.pi / 2, math.pi, 1e-300, -math.pi / 2, 1e10])[:n]
+            np.testing.assert_array_equal(sphere_coefficients(phis),
+                                          sphere_coefficients_with_derivatives(phis)[0])
+
+
 @pytest.mark.parametrize(
     "phis", [[0.3], [0.3, 1.1], [0.2, 0.9, 1.4, 2.5], [0.0, math.pi / 2, 0.7], [1e-9, 1.0, 3.0]]
 )

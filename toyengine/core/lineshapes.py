@@ -510,8 +510,27 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     --------
     sphere_angles : the inverse map.
     sphere_coefficients_jacobian : derivatives ∂b_k/∂φ_j.
+
+    Notes
+    -----
+    Plain Python, no compiled kernel: building a model (and validating a study file) needs
+    the coefficients at their start values only, and numba's start costs more than the
+    whole model. The products are formed in the order of the compiled
+    :func:`~toyengine.core.model1d_kernels.sphere_products`, whose values these equal bit
+    for bit.
     """
-    return _sphere_products(phis, 0)[0]
+    phis = np.atleast_1d(np.asarray(phis, dtype=float))
+    if phis.ndim != 1:
+        msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
+        raise ModelError(msg)
+    out = np.empty(phis.size + 1)
+    prod = 1.0
+    for i, p in enumerate(phis.tolist()):
+        c, s = math.cos(p), math.sin(p)
+        out[i] = prod * (c * c)
+        prod *= s * s
+    out[-1] = prod
+    return out
 
 
 def _sphere_products(phis: ArrayLike, order: int

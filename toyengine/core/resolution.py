@@ -333,7 +333,7 @@ class Resolution:
                 x / p["sigma2"]
             )
         if kind == "student_t":
-            return scipy.stats.t.cdf(x / p["sigma"], 1.0 + p["n"])
+            return special.stdtr(1.0 + p["n"], x / p["sigma"])  # = scipy.stats.t.cdf
         if kind == "johnson_su":
             return special.ndtr(p["delta"] * np.arcsinh(x / p["lambda_"]))
         if kind == "novosibirsk":

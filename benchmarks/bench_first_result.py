@@ -13,8 +13,9 @@ are written; standard error is line-buffered when it is a pipe). Two moments are
 * first result: the first progress line ``[study] N/TOTAL toys ...`` with N > 0, printed
   when the first chunk's results are in (the progress lines of a non-terminal are plain).
 
-Printed per run and as medians: cluster up → first result (target ≤ 1.5 s),
-launch → cluster up, launch → first result. Then the medians over fresh processes of
+Printed per run and as medians: cluster up → first result (target ≤ 1 s; the workers load
+the store writer and the 1-D kernels before they join, :mod:`toyengine.run.preload`), launch →
+cluster up, launch → first result. Then the medians over fresh processes of
 ``import toyengine`` (timed inside the process: the import alone) and of the whole
 ``python -m toyengine --help`` process (wall clock, interpreter start included).
 

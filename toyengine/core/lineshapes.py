@@ -519,10 +519,7 @@ def sphere_coefficients(phis: ArrayLike) -> NDArray[np.float64]:
     :func:`~toyengine.core.model1d_kernels.sphere_products`, whose values these equal bit
     for bit.
     """
-    phis = np.atleast_1d(np.asarray(phis, dtype=float))
-    if phis.ndim != 1:
-        msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
-        raise ModelError(msg)
+    phis = _sphere_angles_1d(phis)
     out = np.empty(phis.size + 1)
     prod = 1.0
     for i, p in enumerate(phis.tolist()):
@@ -545,11 +542,22 @@ def _sphere_products(phis: ArrayLike, order: int
     """
     from .model1d_kernels import sphere_products
 
+    return sphere_products(np.ascontiguousarray(_sphere_angles_1d(phis)), order)
+
+
+def _sphere_angles_1d(phis: ArrayLike) -> NDArray[np.float64]:
+    """``phis`` as a 1-D float array (a scalar is one angle).
+
+    Raises
+    ------
+    ModelError
+        If ``phis`` is not 1-D.
+    """
     phis = np.atleast_1d(np.asarray(phis, dtype=float))
     if phis.ndim != 1:
         msg = f"sphere_coefficients: phis must be 1-D, got shape {phis.shape}"
         raise ModelError(msg)
-    return sphere_products(np.ascontiguousarray(phis), order)
+    return phis
 
 
 def sphere_coefficients_with_derivatives(

@@ -225,19 +225,21 @@ def test_worker_killed_mid_study_completes(reference: Path, tmp_path: Path) -> N
 
 def _preloaded() -> list[str]:
     """On a worker: which of the modules the preload loads are imported (and the 1-D
-    kernels' dispatchers compiled or loaded from numba's cache)."""
-    mods = [m for m in ("toyengine.store.results", "toyengine.core.model1d_kernels")
-            if m in sys.modules]
-    if "toyengine.core.model1d_kernels" in sys.modules:
+    likelihood's and the Newton fitter's kernels compiled or loaded from numba's cache)."""
+    mods = [m for m in ("toyengine.store.results", "toyengine.core.model1d_kernels",
+                        "toyengine.core.newton_kernels") if m in sys.modules]
+    if {"toyengine.core.model1d_kernels", "toyengine.core.newton_kernels"} <= set(mods):
         kernels = sys.modules["toyengine.core.model1d_kernels"]
-        if all(getattr(kernels, k).signatures for k in ("nll_terms", "bw_rows")):
+        newton = sys.modules["toyengine.core.newton_kernels"]
+        if (all(getattr(kernels, k).signatures for k in ("nll_terms", "bw_rows"))
+                and newton.propose.signatures):
             mods.append("kernels")
     return mods
 
 
 def test_our_local_cluster_workers_load_the_store_writer_and_kernels_at_start() -> None:
     """The embedded cluster's workers import the store writer and load the 1-D likelihood's
-    compiled kernels at start, before they join and before any study is sent
+    and the Newton fitter's compiled kernels at start, before they join and before any study is sent
     (toyengine.run.preload): the first chunk does not pay for them."""
     from toyengine.run.client import _make_client
 
@@ -245,7 +247,8 @@ def test_our_local_cluster_workers_load_the_store_writer_and_kernels_at_start() 
     try:
         # loaded before the worker joined: nothing left to wait for once the cluster is up
         got = next(iter(client.run(_preloaded).values()))
-        assert got == ["toyengine.store.results", "toyengine.core.model1d_kernels", "kernels"]
+        assert got == ["toyengine.store.results", "toyengine.core.model1d_kernels",
+                       "toyengine.core.newton_kernels", "kernels"]
         # nothing of a study: no model was built or shipped
         assert not next(iter(client.run(
             lambda: "toyengine.core.model1d" in sys.modules).values()))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from toyengine.core import fit as fitmod
-from toyengine.core import newton
+from toyengine.core import newton, newton_kernels
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.models.tcc import build_tcc
 
@@ -143,7 +143,7 @@ def test_subproblem_is_on_the_boundary_and_optimal():
     w = np.array([-1.0, 0.5, 2.0, 3.0])
     g = rng.normal(size=4)
     h = q @ np.diag(w) @ q.T
-    p = newton._subproblem(g, w, q, 0.7)
+    p = newton_kernels.subproblem(g, w, q, 0.7)
     assert abs(np.linalg.norm(p) - 0.7) < 1e-6
     model = g @ p + 0.5 * p @ h @ p
     # no point of the ball does better (Nocedal & Wright, Theorem 4.1): random directions

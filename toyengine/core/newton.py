@@ -7,7 +7,10 @@ nor HESSE's extra calls are needed. The method is the trust-region Newton method
 Nocedal & Wright, *Numerical Optimization*, 2nd ed., Springer (2006), Algorithm 4.1, with
 the subproblem solved exactly through an eigendecomposition of the (small) Hessian as in
 Moré & Sorensen, SIAM J. Sci. Stat. Comput. 4 (1983) 553 (Nocedal & Wright, Sec. 4.3,
-Eq. 4.37–4.39, including the "hard case"). Variables are scaled by a step per parameter.
+Eq. 4.37–4.39, including the "hard case"). Variables are scaled by a step per parameter. The
+linear algebra of an iteration (Cholesky solve, eigendecomposition, subproblem, limits) is
+compiled (:mod:`toyengine.core.newton_kernels`); the likelihood's calls and the acceptance
+of a step stay here.
 
 Parameter limits are kept by shortening a step that would cross one to half the distance
 to it: the minimiser never evaluates outside the box, and a minimum on a limit (where the
@@ -67,51 +70,6 @@ class NewtonResult:
         return self.n_nll + self.n_grad + self.n_hess
 
 
-def _subproblem(g: np.ndarray, w: np.ndarray, q: np.ndarray, radius: float) -> np.ndarray:
-    """The minimiser of ``g.p + p.H.p/2`` over ``|p| <= radius`` for ``H = q diag(w) q^T``
-    (Moré & Sorensen 1983; Nocedal & Wright, Theorem 4.1): the Newton step if ``H`` is
-    positive definite and the step is inside, else ``p(lam) = -(H + lam I)^-1 g`` with
-    ``|p(lam)| = radius``, ``lam > -min(w)``, found by Newton's method on
-    ``1/radius - 1/|p(lam)|`` (Nocedal & Wright, Algorithm 4.3), plus a multiple of the
-    lowest eigenvector in the hard case."""
-    gq = q.T @ g
-    lam_min = float(w[0])
-    if lam_min > 0:
-        p = -gq / w
-        if math.sqrt(float(p @ p)) <= radius:
-            return q @ p
-    lo = max(0.0, -lam_min)
-    # the hard case: g (nearly) orthogonal to the lowest eigenvector, |p(lam)| < radius
-    # for every lam > -lam_min
-    tiny = 1e-12 * max(1.0, float(np.abs(w).max()))
-    if abs(gq[0]) <= 1e-10 * max(float(np.sqrt(gq @ gq)), 1e-300):
-        shift = w + lo
-        rest = np.divide(gq, shift, out=np.zeros_like(gq), where=shift > tiny)
-        norm2 = float(rest @ rest)
-        if norm2 < radius * radius:
-            p = -rest
-            p[0] = math.sqrt(radius * radius - norm2)
-            return q @ p
-    # |p(lam)| falls from +inf at lam = lo to 0: the root is bracketed in (lo, b] with
-    # |p(b)| <= |g| / (b + lam_min) = radius; Newton steps, bisection when they leave it
-    a, b = lo, max(lo, float(np.sqrt(gq @ gq)) / radius - lam_min) + tiny
-    lam = b
-    for _ in range(100):
-        d = w + lam
-        pn = math.sqrt(float(np.sum((gq / d) ** 2)))
-        if abs(pn - radius) <= 1e-6 * radius:
-            break
-        if pn > radius:
-            a = lam
-        else:
-            b = lam
-        # phi(lam) = 1/radius - 1/|p|, phi' = (d|p|^2/d lam) / (2 |p|^3) < 0
-        dphi = -float(np.sum(gq * gq / d**3)) / pn**3
-        new = lam - (1.0 / radius - 1.0 / pn) / dphi
-        lam = new if a < new < b else 0.5 * (a + b)
-    return q @ (-gq / (w + lam))
-
-
 def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np.ndarray],
              hessian: Callable[[np.ndarray], np.ndarray], x0: np.ndarray,
              free: np.ndarray, lower: np.ndarray, upper: np.ndarray, scale: np.ndarray,
@@ -153,6 +111,8 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         a step is shortened by a limit :data:`_MAX_LIMITED` times in a row (the minimum is
         on the limit), the start is not finite, or the trust region collapses.
     """
+    from .newton_kernels import CONVERGED, LIMIT, NOT_FINITE, propose
+
     idx = np.flatnonzero(free)
     all_free = len(idx) == len(free)  # then no rows or columns to pick
     block = None if all_free else np.ix_(idx, idx)
@@ -188,54 +148,25 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
     radius = math.nan
     limited = 0
     for it in range(max_iter):
-        if not (np.isfinite(g).all() and np.isfinite(h).all()):
-            return result(False, "derivatives not finite", math.nan, it)
-        newton_step = None
-        try:
-            np.linalg.cholesky(h)  # raises unless positive definite
-            newton_step = -np.linalg.solve(h, g)
-            edm = -0.5 * float(g @ newton_step)
-        except np.linalg.LinAlgError:
-            edm = math.nan
-        if edm < edm_max:
-            return result(True, "converged", edm, it)
-        newton_norm = (math.inf if newton_step is None
-                       else math.sqrt(float(np.sum((newton_step / s) ** 2))))
-        if newton_step is not None and math.isnan(radius):  # first: the full Newton step
-            radius = newton_norm
-        if newton_norm <= radius:
-            p = newton_step  # the subproblem's solution when it is inside the region
-        else:
-            gs, hs = g * s, h * np.outer(s, s)  # in the scaled variables
-            w, q = np.linalg.eigh(hs)
-            if math.isnan(radius):
-                radius = 1.0
-            p = _subproblem(gs, w, q, radius) * s
-        # stay inside the box: a step crossing a limit goes half-way to it
         xf = x if all_free else x[idx]
-        end = xf + p
-        if (end > hi).any() or (end < lo).any():
-            room = np.where(p > 0, hi - xf, lo - xf)
-            moving = p != 0
-            alpha = float(np.min(room[moving] / p[moving]))
-            p = 0.5 * alpha * p
-            limited += 1
-            if limited >= _MAX_LIMITED:
-                return result(False, "minimum at a parameter limit", edm, it)
-        else:
-            limited = 0
-        pred = -(float(g @ p) + 0.5 * float(p @ h @ p))
+        outcome, edm, radius, limited, pred, pnorm, end = propose(
+            g, h, xf, lo, hi, s, radius, limited, _MAX_LIMITED, edm_max)
+        if outcome == CONVERGED:
+            return result(True, "converged", edm, it)
+        if outcome == NOT_FINITE:
+            return result(False, "derivatives not finite", math.nan, it)
+        if outcome == LIMIT:
+            return result(False, "minimum at a parameter limit", edm, it)
         if all_free:
-            trial = end if limited == 0 else x + p  # ``end`` unless the step was shortened
+            trial = end
         else:
             trial = x.copy()
-            trial[idx] += p
+            trial[idx] = end
         # the derivatives first: a likelihood may compute them with its value in one pass
         # (they are wasted on a rejected step, rare once the trust region fits)
         g_new, h_new = derivatives(trial)
         f_new = at(trial)
         rho = (f - f_new) / pred if pred > 0 else -1.0
-        pnorm = math.sqrt(float(np.sum((p / s) ** 2)))
         if rho < 0.25:
             radius = 0.25 * pnorm
         elif rho > 0.75 and pnorm >= 0.99 * radius:

@@ -9,7 +9,7 @@ joins is ready: the first chunk waits only for its model (built by the run's war
 after the worker joined, took the same time from launch to the first result but left
 ≈ 1 s of it after the cluster was up, competing with the client's store creation. Nothing
 here depends on the study: the store writer (zarr) and the compiled kernels of the 1-D
-likelihood (numba's cache, loaded, not compiled, after the first run).
+likelihood and of the Newton fitter (numba's cache, loaded, not compiled, after the first run).
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ def dask_setup(worker: Any = None) -> None:
 
 def _load() -> None:
     try:
-        from ..core.model1d_kernels import load
+        from ..core import model1d_kernels, newton_kernels
         from ..store import results  # noqa: F401 - what a chunk task writes with
 
-        load()
+        model1d_kernels.load()
+        newton_kernels.load()
     except Exception as exc:  # noqa: BLE001 - only a head start: the chunk tasks import the
         # same modules and report what fails with its toy; the worker's log says why here,
         # and the worker still starts

@@ -34,6 +34,7 @@ def _prepare(spec_pickle: bytes) -> None:
     except Exception:  # noqa: BLE001, S110 - only a head start: the chunk task itself
         pass  # meets the same problem and reports it, with the toy it belongs to
     if "toyengine.core.model1d" in sys.modules:  # a 1-D model was built: its likelihood's
-        from ..core.model1d_kernels import load  # compiled kernels (numba), loaded from the cache
+        from ..core import model1d_kernels, newton_kernels  # compiled (numba), from the cache
 
-        load()
+        model1d_kernels.load()
+        newton_kernels.load()

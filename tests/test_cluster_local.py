@@ -237,6 +237,24 @@ def _preloaded() -> list[str]:
     return mods
 
 
+def test_our_local_cluster_workers_keep_glibc_malloc_tuning(monkeypatch) -> None:
+    """distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers by default, which
+    turns off glibc's adaptive thresholds (three times the page faults of a T_cc+ toy):
+    the workers of the embedded cluster are started without it."""
+    from toyengine.run.client import _make_client
+
+    # another test's nanny may have left it in this process's environment ("leaks
+    # variables into the nanny process", distributed's own documentation)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    client, cluster = _make_client(1, None, None, 30.0)
+    try:
+        got = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        assert list(got.values()) == [None]
+    finally:
+        client.close()
+        cluster.close()
+
+
 def test_our_local_cluster_workers_load_the_store_writer_and_kernels_at_start() -> None:
     """The embedded cluster's workers import the store writer and load the 1-D likelihood's
     and the Newton fitter's compiled kernels at start, before they join and before any study is sent

@@ -224,6 +224,9 @@ for ((i = 1; i <= WORKERS; i++)); do
           --memory-limit "$MEMORY" --local-directory "$DIR/$name" --no-dashboard
           --dashboard-address "$(hostport "$WORKER_HOST" 0)" --death-timeout 60)
     args+=(--host "$WORKER_HOST")
+    # toyengine's start-up on the worker and its nanny: kernels loaded before the worker
+    # joins, glibc's adaptive malloc thresholds kept (toyengine/run/preload.py)
+    args+=(--preload toyengine.run.preload --preload-nanny toyengine.run.preload)
     [[ -n $LIFETIME ]] && args+=(--lifetime "$LIFETIME")
     [[ -n $STAGGER ]] && args+=(--lifetime-stagger "$STAGGER")
     [[ $RESTART == 1 ]] && args+=(--lifetime-restart)

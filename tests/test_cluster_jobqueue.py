@@ -59,6 +59,18 @@ def test_slurm_profile_renders_job_script() -> None:
                         ("--lifetime", "225m"), ("--lifetime-stagger", "10m")):
         assert words[words.index(flag) + 1] == value, flag
     assert "--nanny" in words and "--lifetime-restart" not in words
+    # toyengine's start-up on the worker and on its nanny (toyengine.run.preload)
+    assert words[words.index("--preload") + 1] == "toyengine.run.preload"
+    assert words[words.index("--preload-nanny") + 1] == "toyengine.run.preload"
+
+
+def test_preload_is_added_once_and_other_preloads_stay() -> None:
+    from toyengine.run.cluster_settings import with_preload
+
+    mine = ["--preload", "mysite.setup", "--preload-nanny=toyengine.run.preload"]
+    out = with_preload(mine)
+    assert out == [*mine, "--preload", "toyengine.run.preload"]
+    assert with_preload(out) == out
 
 
 def test_htcondor_profile_renders_submit_description() -> None:

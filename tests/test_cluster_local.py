@@ -36,6 +36,9 @@ COMPARED = ("value", "error", "nll", "valid")
 def _env() -> dict[str, str]:
     """This interpreter's environment first on PATH, so `dask`/`toyengine` are ours."""
     env = dict(os.environ)
+    # another test's nanny may have left distributed's default here (it "leaks variables
+    # into the nanny process"): the hand-started nannies must not see it as the user's
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env["PYTHON"] = sys.executable
     return env
@@ -138,6 +141,15 @@ def test_scripts_start_separate_processes_and_stop_them(cluster: HandCluster) ->
         info = client.scheduler_info()
         assert len(info["workers"]) == 2
         assert all(w["nthreads"] == 1 for w in info["workers"].values())
+        # the script's workers start like ours (toyengine.run.preload on worker and nanny);
+        # a lambda, pickled by value: these workers cannot import this test module
+        kernels = client.run(lambda: bool(
+            "toyengine.core.newton_kernels" in sys.modules
+            and sys.modules["toyengine.core.newton_kernels"].propose.signatures
+            and sys.modules["toyengine.core.model1d_kernels"].nll_terms.signatures))
+        assert list(kernels.values()) == [True, True]
+        assert list(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) \
+            == [None, None]
 
 
 def test_hand_started_cluster_gives_identical_results(reference: Path, cluster: HandCluster,
@@ -239,8 +251,8 @@ def _preloaded() -> list[str]:
 
 def test_our_local_cluster_workers_keep_glibc_malloc_tuning(monkeypatch) -> None:
     """distributed's nanny sets MALLOC_TRIM_THRESHOLD_=65536 in its workers by default, which
-    turns off glibc's adaptive thresholds (three times the page faults of a T_cc+ toy):
-    the workers of the embedded cluster are started without it."""
+    turns off glibc's adaptive thresholds (1.2 million page faults per Z_c significance
+    pair): the nannies of the embedded cluster start their workers without it."""
     from toyengine.run.client import _make_client
 
     # another test's nanny may have left it in this process's environment ("leaks
@@ -253,6 +265,37 @@ def test_our_local_cluster_workers_keep_glibc_malloc_tuning(monkeypatch) -> None
     finally:
         client.close()
         cluster.close()
+
+
+def test_a_malloc_setting_of_the_user_reaches_the_workers(monkeypatch) -> None:
+    """Only distributed's default is dropped: a value in the environment, or another one
+    in the Dask config, is what the worker gets."""
+    import types
+
+    import dask
+
+    from toyengine.run.client import _make_client
+    from toyengine.run.preload import _keep_adaptive_malloc
+
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
+    client, cluster = _make_client(1, None, None, 30.0)
+    try:
+        got = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        assert list(got.values()) == ["1048576"]
+    finally:
+        client.close()
+        cluster.close()
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
+    key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    for configured, kept in ((65536, False), (262144, True)):
+        nanny = types.SimpleNamespace(pre_spawn_env={"MALLOC_TRIM_THRESHOLD_": str(configured),
+                                                     "OMP_NUM_THREADS": "1"},
+                                      env={"MALLOC_TRIM_THRESHOLD_": str(configured)})
+        with dask.config.set({key: configured}):
+            _keep_adaptive_malloc(nanny)
+        assert ("MALLOC_TRIM_THRESHOLD_" in nanny.pre_spawn_env) is kept
+        assert ("MALLOC_TRIM_THRESHOLD_" in nanny.env) is kept
+        assert nanny.pre_spawn_env["OMP_NUM_THREADS"] == "1"
 
 
 def test_our_local_cluster_workers_load_the_store_writer_and_kernels_at_start() -> None:

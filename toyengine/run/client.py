@@ -16,6 +16,7 @@ from ..study.spec import StudySpec
 from .preflight import (
     probe_scheduler,
 )
+from .preload import PRELOAD
 
 
 def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
@@ -69,7 +70,6 @@ def check_workers_import(client: Any, spec: StudySpec) -> None:
 
 def _make_client(workers: int | None, scheduler: str | None, security: Any,
                  connect_timeout: float) -> tuple[Any, Any]:
-    import dask
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -81,15 +81,12 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
     # process alone handles it and shuts them down in order, without their tracebacks
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
     try:
-        # glibc's own malloc tuning in the workers: distributed's nanny sets
-        # MALLOC_TRIM_THRESHOLD_=65536 by default, which turns off glibc's adaptive thresholds,
-        # so a toy's ~100 kB temporaries went back to the OS and faulted in again on every
-        # likelihood call (3x the page faults; the T_cc+ pulls toy 2.2 ms -> 1.5 ms without)
-        with dask.config.set({"distributed.nanny.pre-spawn-environ."
-                              "MALLOC_TRIM_THRESHOLD_": None}):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                                   silence_logs=40, preload=["toyengine.run.preload"])
+        # the preload on both sides: kernels loaded in the worker, glibc's adaptive malloc
+        # thresholds kept by the nanny (toyengine.run.preload)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                               silence_logs=40, preload=[PRELOAD],
+                               preload_nanny=[PRELOAD])
     finally:
         if old is not None:
             signal.signal(signal.SIGINT, old)

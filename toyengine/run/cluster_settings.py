@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +144,22 @@ def profile_config(profile: str | Path | None = None) -> Iterator[dict[str, Any]
     finally:
         dask.config.config.clear()
         dask.config.config.update(saved)
+
+
+def with_preload(args: Sequence[str]) -> list[str]:
+    """``dask worker`` arguments with toyengine's start-up on the worker and on its nanny
+    (``--preload`` and ``--preload-nanny`` :mod:`toyengine.run.preload`: the kernels loaded
+    before the worker joins, glibc's adaptive malloc thresholds kept) added where missing;
+    other preloads stay."""
+    from .preload import PRELOAD
+
+    out = list(map(str, args))
+    for flag in ("--preload", "--preload-nanny"):
+        given = {b for a, b in itertools.pairwise(out) if a == flag}
+        given |= {a.partition("=")[2] for a in out if a.startswith(flag + "=")}
+        if PRELOAD not in given:
+            out += [flag, PRELOAD]
+    return out
 
 
 def _set_flag(args: list[str], flag: str, value: str) -> list[str]:
@@ -290,8 +307,9 @@ def resolve_settings(system: str, **overrides: Any) -> SubmitSettings:
     if int(cores) % int(processes):
         msg = f"cores={cores} is not a multiple of processes={processes}"
         raise ClusterError(msg)
-    extra = with_lifetime(jq.get("worker-extra-args") or [], given.get("lifetime"),
-                          given.get("lifetime_stagger"), given.get("lifetime_restart"))
+    extra = with_preload(with_lifetime(jq.get("worker-extra-args") or [], given.get("lifetime"),
+                                       given.get("lifetime_stagger"),
+                                       given.get("lifetime_restart")))
     kwargs: dict[str, Any] = {"cores": int(cores), "memory": memory,
                               "processes": int(processes), "worker_extra_args": extra}
     for key in JOB_OPTIONS[system]:

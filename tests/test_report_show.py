@@ -93,23 +93,3 @@ def test_cost_estimate_counts_the_set_up_each_worker_pays():
     assert c.seconds == pytest.approx(0.01 * 1000 / 2 + 30.0)
     assert "plus 30s set-up per worker" in c.text()
     assert "not counting the workers' start-up" in c.text()
-
-
-def test_a_slow_first_toy_is_the_estimate(monkeypatch):
-    """A first toy longer than SLOW_FIRST_TOY budgets is timed alone (a Z_c significance pair
-    takes seconds: the client no longer runs a second one before the store exists); a fast
-    one is followed by the timed toys."""
-    from toyengine.study import show
-    from toyengine.study.plan import Plan
-    from toyengine.study.spec import load_spec
-
-    plan = Plan.of(load_spec(STUDY))
-    ran: list[int] = []
-    real = show.run_chunk
-    monkeypatch.setattr(show, "run_chunk", lambda p, c: ran.append(c.start) or real(p, c))
-    slow = show.estimate_cost(plan, toys=5, budget=1e-9)  # any toy is "slow" at this budget
-    assert ran == [0] and slow.toys_timed == 1 and slow.setup_seconds == 0.0
-    assert slow.seconds_per_toy > 0.0
-    ran.clear()
-    fast = show.estimate_cost(plan, toys=3, budget=None)
-    assert ran == [0, 1, 2, 3] and fast.toys_timed == 3

@@ -70,26 +70,15 @@ class CostEstimate:
                 "not counting the workers' start-up")
 
 
-#: a first toy longer than this many of :func:`estimate_cost`'s budgets is timed alone
-SLOW_FIRST_TOY = 8.0
-
-
 def estimate_cost(plan: Plan, *, toys: int = 2, workers: int | None = None,
                   budget: float | None = None) -> CostEstimate:
     """Time up to ``toys`` toys of the first variant in this process and scale to the whole
     study. One toy is run first and not counted (it builds the models, a cost a worker pays
-    once); with ``budget``, timing stops after the toy that passes ``budget`` seconds, and
-    a first toy that takes more than :data:`SLOW_FIRST_TOY` budgets is the estimate itself
-    (building the models included, a small part of such a toy: a Z_c(4100)⁻ significance
-    pair takes seconds), so that a run of slow toys does not wait for a second one."""
+    once); with ``budget``, timing stops after the toy that passes ``budget`` seconds."""
     spec = plan.spec
-    total = spec.toys * len(spec.variants)
     t_first = time.perf_counter()
     run_chunk(plan, Chunk(0, 0, 0, 1))
     first = time.perf_counter() - t_first
-    if budget is not None and first > SLOW_FIRST_TOY * budget:
-        return CostEstimate(first, 1, total, total * len(spec.hypotheses),
-                            workers or os.cpu_count() or 1, 0.0)
     n, t0 = 0, time.perf_counter()
     while n < min(toys, max(spec.toys - 1, 1)):
         run_chunk(plan, Chunk(0, 0, 1 + n, 2 + n))
@@ -97,6 +86,7 @@ def estimate_cost(plan: Plan, *, toys: int = 2, workers: int | None = None,
         if budget is not None and time.perf_counter() - t0 > budget:
             break
     per_toy = (time.perf_counter() - t0) / max(n, 1)
+    total = spec.toys * len(spec.variants)
     return CostEstimate(per_toy, max(n, 1), total, total * len(spec.hypotheses),
                         workers or os.cpu_count() or 1, max(first - per_toy, 0.0))
 

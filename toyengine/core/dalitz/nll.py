@@ -19,6 +19,10 @@ from .state import _State
 if TYPE_CHECKING:
     from .protocol import DalitzModelView
 
+#: an empty array: no backgrounds, no weights (for the compiled loops)
+_NONE = np.zeros(0)
+
+
 class DalitzNLL(Likelihood):
     """Callable ``nll(x_full) -> float`` for one data set, with ``.grad(x_full)``.
 
@@ -138,14 +142,15 @@ class DalitzNLL(Likelihood):
             return self._terms_out
         c = m.coefficients(x)
         norms = ((self.state.N @ c.conj()) @ c).real
-        A = self.state.F @ c
-        a2 = A.real * A.real
-        a2 += A.imag * A.imag  # |A|²
-        scale = x[m._sig_idx] / norms
-        sig = a2 * self.ej
-        for r, sl in enumerate(self.run_slices):  # events are stored run by run
-            sig[sl] *= scale[r]
-        tot = sig + self.bk @ x[self.bk_idx] if self.bk_idx.size else sig
+        n = self.x.size
+        A = np.empty(n, complex)
+        a2, sig, tot = np.empty(n), np.empty(n), np.empty(n)
+        b = self.bk @ x[self.bk_idx] if self.bk_idx.size else _NONE
+        # numba: compiled on first use (by the state's update), never at import toyengine
+        from .state_kernels import event_terms
+
+        event_terms(self.state.F.T, c, self.ej, self.run_of, x[m._sig_idx] / norms, b,
+                    A, a2, sig, tot)
         self._terms_key, self._terms_out = key, (c, norms, A, a2, sig, tot)
         return self._terms_out
 
@@ -159,12 +164,12 @@ class DalitzNLL(Likelihood):
         nl = norms.tolist()
         if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
-        logs = np.log(np.maximum(tot, 1e-300))
+        from .state_kernels import log_sum
+
+        # summed in event order, not by a BLAS dot product, whose summation order depends
+        # on its threads: unit weights give exactly the unweighted value, on any machine
         val = float(np.sum(x[self._yield_idx])
-                    # np.sum of the products, not a BLAS dot product, whose summation
-                    # order depends on its threads: unit weights give exactly the
-                    # unweighted value, on any machine
-                    - np.sum(logs if self.w is None else self.w * logs))
+                    - log_sum(tot, _NONE if self.w is None else self.w))
         val = self.constraint.add_value(val, x, dot=True)
         return val if math.isfinite(val) else 1e30
 
@@ -174,28 +179,27 @@ class DalitzNLL(Likelihood):
         m = self.model
         g = np.zeros_like(x)
         c, norms, A, a2, sig, tot = self._terms(x)
-        inv = 1.0 / np.maximum(tot, 1e-300)
-        if self.w is not None:  # weighted events: every d ln tot / dθ carries its weight
-            inv = inv * self.w
+        # per event: w/tot and A* ∂ln tot/∂|A|²; per run: Σ |A|² ε|J| w/tot, Σ sig w/tot
+        from .state_kernels import event_weights
+
+        n = tot.size
+        aw, inv, sums = np.empty(n, complex), np.empty(n), np.empty((2, self.n_runs))
+        nsig = x[m._sig_idx]
+        event_weights(A, a2, sig, tot, self.ej, self.run_of, nsig / norms,
+                      _NONE if self.w is None else self.w, aw, inv, sums)
         # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
-        ainv = a2 * self.ej * inv
-        for r, sl in enumerate(self.run_slices):
-            g[m._sig_idx[r]] += 1.0 - np.sum(ainv[sl]) / norms[r]
+        np.add.at(g, m._sig_idx, 1.0 - sums[0] / norms)  # a yield may serve several runs
         if self.bk_idx.size:
             np.add.at(g, self.bk_idx, 1.0 - self.bk.T @ inv)
         # coefficients: d(-sum log tot)/dc  (cartesian first)
-        nsig = x[m._sig_idx]
-        wev = (nsig / norms)[self.run_of] * self.ej * inv  # d tot / d|A|^2 / tot
-        S = self.state.F.T @ (np.conj(A) * wev)  # sum_i conj(A_i) F_ij w_i
+        S = self.state.F.T @ aw  # sum_i conj(A_i) F_ij w_i
         d_re = -2.0 * S.real
         d_im = 2.0 * S.imag
-        fracs = np.empty(self.n_runs)
-        sinv = sig * inv
-        for r, sl in enumerate(self.run_slices):
-            frac = fracs[r] = np.sum(sinv[sl]) / norms[r]  # Σ sig/tot/I
+        fracs = sums[1] / norms  # Σ sig/tot/I per run
+        for r in range(self.n_runs):
             Nc = self.state.N[r] @ c.conj()
-            d_re += frac * 2.0 * Nc.real
-            d_im += frac * (-2.0 * Nc.imag)
+            d_re += fracs[r] * 2.0 * Nc.real
+            d_im += fracs[r] * (-2.0 * Nc.imag)
         d_a, d_b = m.coefficient_chain(x, d_re, d_im)
         np.add.at(g, m._c_idx[:, 0], d_a)
         np.add.at(g, m._c_idx[:, 1], d_b)
@@ -207,7 +211,6 @@ class DalitzNLL(Likelihood):
         # is Re(Σ ∂g_j W) over the points of component j, with one weight vector W per
         # component (events, normalisation rule, the adjoint of its row of N)
         st = self.state
-        aw = np.conj(A) * wev
         cc = c.conj()
         for j, (pos, idx) in self._ls_free.items():
             nj = st.n[j]

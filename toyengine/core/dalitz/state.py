@@ -73,6 +73,10 @@ class _State:
         self._offsets = np.concatenate([[0], np.cumsum([pi.size for pi in self._pidx])]).tolist()
         self._last: list[float] | None = None  # the lineshape parameters of self.keys
         self._ki = norm.kpi_idx
+        # the component of each static and each floating K+π− row; a floating one's L index
+        self._stat_comp = [int(norm.kpi_idx[kk]) for kk in norm.stat_pos]
+        self._var_comp = {int(norm.kpi_idx[kk]) for kk in norm.var_pos}
+        self._var_lj = {int(kk): int(lv) for kk, lv in zip(norm.var_pos, norm.var_l, strict=True)}
 
     def changed(self, x: np.ndarray) -> list[int]:
         xl = x[self._all_pidx].tolist()
@@ -91,6 +95,9 @@ class _State:
         model, norm = self.model, self.norm
         kin = model.kin
         dset = set(dirty)
+        # numba: compiled on first use, never at import toyengine
+        from . import state_kernels as kernels
+
         for j in dirty:
             c = model.components[j]
             vals = tuple(x[self._pidx[j]].tolist())
@@ -98,8 +105,8 @@ class _State:
             g = c.lineshape.evaluate(kin, self.geom[j], vals)
             self.g[j] = g
             sl = norm.slices[j]
-            gn = g[sl["norm"]] if c.pair == "kpi" else g[sl["nodes"]]
-            nj = model._check_norm(j, float(np.dot(self.norm_w[j], gn.real**2 + gn.imag**2)))
+            sel = sl["norm"] if c.pair == "kpi" else sl["nodes"]
+            nj = model._check_norm(j, kernels.weighted_norm2(self.norm_w[j], g, sel.start))
             self.n[j] = nj
             if c.pair == "kpi":
                 k = norm.kpos[j]
@@ -107,7 +114,7 @@ class _State:
                 if norm.n_coarse and not norm.static[j]:
                     self.rows_c[k] = nj * g[sl["coarse"]]
             else:
-                self.nodes[j] = nj * gn
+                self.nodes[j] = nj * g[sel]
                 if "grid" in sl:
                     self.full2d[j] = nj * g[sl["grid"]].reshape(norm.grid.shape)
             if self.n_ev:
@@ -122,13 +129,14 @@ class _State:
         dk = [j for j in dirty if j in norm.kpos]
         # K+π− block, all runs at once
         if dk:
-            pos = [norm.kpos[j] for j in dk]
-            blk = np.matmul(norm.esel[:, pos] * H.conj(), H[pos][:, :, None])[..., 0]
+            pos = np.array([norm.kpos[j] for j in dk])
+            blk = np.empty((norm.n_eff, pos.size, len(ki)), complex)
+            kernels.kpi_block(norm.esel, H, pos, blk)
             for d_, j in enumerate(dk):
                 N[:, j, ki] = blk[:, d_]
                 N[:, ki, j] = blk[:, d_].conj()
-        stat_dirty = [s_ for s_, kk in enumerate(norm.stat_pos) if int(ki[kk]) in dset]
-        var_dirty = any(int(ki[kk]) in dset for kk in norm.var_pos)
+        stat_dirty = [s_ for s_, j in enumerate(self._stat_comp) if j in dset]
+        var_dirty = not self._var_comp.isdisjoint(dset)
         # other pairs against K+π−: N_ij = Σ_k V_ij(k) G_i(k) for static K+π− components
         # (V_ij = Σ_a h_j*(a) K_{i,L_j}(a, k), computed once), Σ_a R_{i,L_j}(a) h_j*(a) on
         # the coarse rows for floating ones (R_{i,L} = Kc_{i,L} G_i, when G_i changes)
@@ -165,7 +173,7 @@ class _State:
                     RR.imag = Kc @ G.imag
                     self.R[i] = RR.reshape(norm.n_eff, len(norm.var_lvals), norm.n_coarse)
                 Rc = self.R[i][:, norm.var_l]  # (R, n_var, n_coarse)
-                col = np.einsum("rva,va->rv", Rc, self.rows_c[norm.var_pos].conj())
+                col = (Rc * self.rows_c[norm.var_pos].conj()).sum(axis=-1)
                 cols = ki[norm.var_pos]
                 N[:, i, cols] = col
                 N[:, cols, i] = col.conj()
@@ -197,10 +205,12 @@ class _State:
         W = np.zeros(self.g[j].size, complex)
         if j in norm.kpos:
             kj = norm.kpos[j]
-            E = np.tensordot(fracs, norm.esel[:, kj], 1)  # (n_kpi, n_rows)
-            W[sl["rows"]] = cc[ki] @ (E * self.rows.conj())
+            # numba: compiled on first use (by update), never at import toyengine
+            from .state_kernels import kpi_row_weights
+
+            kpi_row_weights(fracs, norm.esel, kj, cc[ki], self.rows, W, sl["rows"].start)
             if norm.other_idx:  # floating K+π− components meet other pairs on coarse rows
-                lj = norm.var_l[int(np.flatnonzero(norm.var_pos == kj)[0])]
+                lj = self._var_lj[kj]
                 W[sl["coarse"]] = sum(cc[i] * (fracs @ self.R[i][:, lj]).conj()
                                       for i in norm.other_idx)
             return W

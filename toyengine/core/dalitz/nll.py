@@ -164,12 +164,11 @@ class DalitzNLL(Likelihood):
         nl = norms.tolist()
         if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
-        from .state_kernels import log_sum
+        from .state_kernels import weighted_sum
 
-        # summed in event order, not by a BLAS dot product, whose summation order depends
-        # on its threads: unit weights give exactly the unweighted value, on any machine
+        logs = np.log(np.maximum(tot, 1e-300))
         val = float(np.sum(x[self._yield_idx])
-                    - log_sum(tot, _NONE if self.w is None else self.w))
+                    - weighted_sum(logs, _NONE if self.w is None else self.w))
         val = self.constraint.add_value(val, x, dot=True)
         return val if math.isfinite(val) else 1e30
 

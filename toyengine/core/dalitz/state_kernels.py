@@ -14,7 +14,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["kpi_block", "kpi_row_weights", "weighted_norm2"]
+__all__ = ["event_terms", "event_weights", "kpi_block", "kpi_row_weights", "weighted_norm2",
+           "weighted_sum"]
 
 
 @numba.njit(cache=True)
@@ -90,22 +91,21 @@ def event_terms(Ft: np.ndarray, c: np.ndarray, ej: np.ndarray, run_of: np.ndarra
 
 
 @numba.njit(cache=True)
-def log_sum(tot: np.ndarray, w: np.ndarray) -> float:
-    """``Σ_i w_i ln max(tot_i, 1e-300)`` (``w`` empty: unit weights), summed in event order
-    with Neumaier's compensation (Z. Angew. Math. Mech. 54 (1974) 39): the same value on
-    every machine, accurate to about one rounding of the sum."""
+def weighted_sum(v: np.ndarray, w: np.ndarray) -> float:
+    """``Σ_i w_i v_i`` (``w`` empty: unit weights), summed in event order with Neumaier's
+    compensation (Z. Angew. Math. Mech. 54 (1974) 39): the same value on every machine,
+    whatever BLAS's threads, and exact to about one rounding of the sum; unit weights give
+    exactly the unweighted sum."""
     s = 0.0
     comp = 0.0
-    weighted = w.shape[0] == tot.shape[0]
-    for i in range(tot.shape[0]):
-        v = np.log(max(tot[i], 1e-300))
-        if weighted:
-            v = w[i] * v
-        t = s + v
-        if abs(s) >= abs(v):
-            comp += (s - t) + v
+    weighted = w.shape[0] == v.shape[0]
+    for i in range(v.shape[0]):
+        x = w[i] * v[i] if weighted else v[i]
+        t = s + x
+        if abs(s) >= abs(x):
+            comp += (s - t) + x
         else:
-            comp += (v - t) + s
+            comp += (x - t) + s
         s = t
     return s + comp
 

@@ -14,6 +14,11 @@ from .resonances import legendre
 if TYPE_CHECKING:
     from .protocol import DalitzModelView
 
+#: empty arrays: no destination (for the compiled loops)
+_EMPTY = np.zeros(0)
+_EMPTY_C = np.zeros(0, complex)
+
+
 # ---------------------------------------------------------------------------------------
 # Cached evaluation
 # ---------------------------------------------------------------------------------------
@@ -68,6 +73,26 @@ class _State:
                 self.norm_w.append(norm.mq.weight_ds * fac)
             else:
                 self.norm_w.append(model._splines[c.pair].lam * fac)
+        self._shape = [c.lineshape for c in model.components]
+        # where update() puts each component's normalised values: (out1, start1, out2,
+        # start2) into its rows and coarse rows (K+π−) or its nodes and 2-D grid (other
+        # pairs), from those positions of its points
+        self._dest: list[tuple[np.ndarray, int, np.ndarray, int]] = []
+        for j, c in enumerate(model.components):
+            sl = norm.slices[j]
+            if c.pair == "kpi":
+                k = norm.kpos[j]
+                coarse = norm.n_coarse and not norm.static[j]
+                self._dest.append((self.rows[k], sl["rows"].start,
+                                   self.rows_c[k] if coarse else _EMPTY_C,
+                                   sl["coarse"].start if coarse else 0))
+            else:
+                self.nodes[j] = np.zeros(sl["nodes"].stop - sl["nodes"].start, complex)
+                if "grid" in sl:
+                    self.full2d[j] = np.zeros(norm.grid.shape, complex)
+                self._dest.append((self.nodes[j], sl["nodes"].start,
+                                   self.full2d[j].reshape(-1) if "grid" in sl else _EMPTY_C,
+                                   sl["grid"].start if "grid" in sl else 0))
         self._pidx = model._p_idx
         self._all_pidx = np.concatenate(self._pidx).astype(int)
         self._offsets = np.concatenate([[0], np.cumsum([pi.size for pi in self._pidx])]).tolist()
@@ -76,6 +101,8 @@ class _State:
         # the component of each static and each floating K+π− row; a floating one's L index
         self._stat_comp = [int(norm.kpi_idx[kk]) for kk in norm.stat_pos]
         self._var_comp = {int(norm.kpi_idx[kk]) for kk in norm.var_pos}
+        self._stat_cols = np.ascontiguousarray(norm.kpi_idx[norm.stat_pos], dtype=np.int64)
+        self._var_cols = np.ascontiguousarray(norm.kpi_idx[norm.var_pos], dtype=np.int64)
         self._var_lj = {int(kk): int(lv) for kk, lv in zip(norm.var_pos, norm.var_l, strict=True)}
 
     def changed(self, x: np.ndarray) -> list[int]:
@@ -99,28 +126,16 @@ class _State:
         from . import state_kernels as kernels
 
         for j in dirty:
-            c = model.components[j]
             vals = tuple(x[self._pidx[j]].tolist())
             self.keys[j] = vals
-            g = c.lineshape.evaluate(kin, self.geom[j], vals)
+            g = self._shape[j].evaluate(kin, self.geom[j], vals)
             self.g[j] = g
-            sl = norm.slices[j]
-            sel = sl["norm"] if c.pair == "kpi" else sl["nodes"]
-            nj = model._check_norm(j, kernels.weighted_norm2(self.norm_w[j], g, sel.start))
-            self.n[j] = nj
-            if c.pair == "kpi":
-                k = norm.kpos[j]
-                self.rows[k] = nj * g[sl["rows"]]
-                if norm.n_coarse and not norm.static[j]:
-                    self.rows_c[k] = nj * g[sl["coarse"]]
-            else:
-                self.nodes[j] = nj * g[sel]
-                if "grid" in sl:
-                    self.full2d[j] = nj * g[sl["grid"]].reshape(norm.grid.shape)
-            if self.n_ev:
-                fj = self.F[:, j]
-                np.multiply(g[self.ev_slice[j]], self.ev_ang[j], out=fj)
-                fj *= nj
+            out1, s1, out2, s2 = self._dest[j]
+            integral = kernels.normalise_component(
+                g, self.norm_w[j], self.norm_sel[j].start, out1, s1, out2, s2,
+                self.F.T[j] if self.n_ev else _EMPTY_C, self.ev_slice[j].start,
+                self.ev_ang[j] if self.n_ev else _EMPTY)
+            self.n[j] = model._check_norm(j, integral)
         self._last = (None if any(k is None for k in self.keys)
                       else [v for k in self.keys for v in k])
         ki = self._ki
@@ -129,12 +144,8 @@ class _State:
         dk = [j for j in dirty if j in norm.kpos]
         # K+π− block, all runs at once
         if dk:
-            pos = np.array([norm.kpos[j] for j in dk])
-            blk = np.empty((norm.n_eff, pos.size, len(ki)), complex)
-            kernels.kpi_block(norm.esel, H, pos, blk)
-            for d_, j in enumerate(dk):
-                N[:, j, ki] = blk[:, d_]
-                N[:, ki, j] = blk[:, d_].conj()
+            kernels.kpi_block(norm.esel, H, np.array([norm.kpos[j] for j in dk]),
+                              np.array(dk), ki, N)
         stat_dirty = [s_ for s_, j in enumerate(self._stat_comp) if j in dset]
         var_dirty = not self._var_comp.isdisjoint(dset)
         # other pairs against K+π−: N_ij = Σ_k V_ij(k) G_i(k) for static K+π− components
@@ -159,10 +170,7 @@ class _State:
                     for r in range(norm.n_eff):
                         vv = hh @ K[r, norm.stat_l[s_]]
                         Vm[r, s_] = vv[0] + 1j * vv[1]
-                col = Vm @ G  # (R, n_stat)
-                cols = ki[norm.stat_pos]
-                N[:, i, cols] = col
-                N[:, cols, i] = col.conj()
+                kernels.set_cross(N, i, self._stat_cols, Vm @ G)  # Vm @ G: (R, n_stat)
             if norm.var_pos.size and (i_d or var_dirty):
                 if i_d or i not in self.R:
                     # two matrix-vector products: ~2x faster than one product with a
@@ -172,17 +180,12 @@ class _State:
                     RR.real = Kc @ G.real
                     RR.imag = Kc @ G.imag
                     self.R[i] = RR.reshape(norm.n_eff, len(norm.var_lvals), norm.n_coarse)
-                Rc = self.R[i][:, norm.var_l]  # (R, n_var, n_coarse)
-                col = (Rc * self.rows_c[norm.var_pos].conj()).sum(axis=-1)
-                cols = ki[norm.var_pos]
-                N[:, i, cols] = col
-                N[:, cols, i] = col.conj()
+                kernels.coarse_cross(self.R[i], norm.var_l, norm.var_pos, self.rows_c, i,
+                                     self._var_cols, N)
         # within one other pair
         for (i, k), kap in norm.kappa.items():
             if i in dset or k in dset:
-                val = kap @ (self.nodes[i] * self.nodes[k].conj())
-                N[:, i, k] = val
-                N[:, k, i] = val.conj()
+                kernels.pair_integral(kap, self.nodes[i], self.nodes[k], i, k, N)
         # two different other pairs
         for i, k in norm.direct:
             if i in dset or k in dset:

@@ -14,36 +14,76 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["event_terms", "event_weights", "kpi_block", "kpi_row_weights", "weighted_norm2",
-           "weighted_sum"]
+__all__ = ["coarse_cross", "event_terms", "event_weights", "kpi_block", "kpi_row_weights",
+           "normalise_component", "pair_integral", "set_cross", "weighted_sum"]
 
 
 @numba.njit(cache=True)
-def weighted_norm2(w: np.ndarray, g: np.ndarray, start: int) -> float:
-    """``Σ_k w_k |g_{start+k}|²``: a component's normalisation integral (Eq. 5) from its
-    values at the rule's points."""
-    s = 0.0
-    for k in range(w.shape[0]):
-        v = g[start + k]
-        s += w[k] * (v.real * v.real + v.imag * v.imag)
-    return s
-
-
-@numba.njit(cache=True)
-def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
-    """``out[r, d, k] = Σ_a esel[r, pos_d, k, a] H*[k, a] H[pos_d, a]``: the rows ``pos`` of
-    the K+π− block of every run's normalisation matrix, ``∫ F_j F_k* ε`` over the rows'
-    quadrature (``esel``: the efficiency and angular weights per pair of components)."""
+def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, comps: np.ndarray,
+              ki: np.ndarray, N: np.ndarray) -> None:
+    """For each K+π− row ``p = pos_d`` (component ``comps_d``): ``N[r, comps_d, ki_k] =
+    Σ_a esel[r, p, k, a] H[p, a] H*[k, a]``, the integrals ``∫ F_j F_k* ε`` over the rows'
+    quadrature (``esel``: the efficiency and angular weights per pair of components), and
+    their complex conjugates into ``N[r, ki_k, comps_d]`` (row, then column, component by
+    component)."""
     n_r, _, nk, na = esel.shape
-    for r in range(n_r):
-        for d in range(pos.shape[0]):
-            p = pos[d]
+    val = np.empty(nk, np.complex128)
+    for d in range(pos.shape[0]):
+        p = pos[d]
+        j = comps[d]
+        for r in range(n_r):
             for k in range(nk):
                 s = 0j
                 for a in range(na):
                     h = H[k, a]
                     s += esel[r, p, k, a] * complex(h.real, -h.imag) * H[p, a]
-                out[r, d, k] = s
+                val[k] = s
+            for k in range(nk):
+                N[r, j, ki[k]] = val[k]
+            for k in range(nk):
+                N[r, ki[k], j] = val[k].conjugate()
+
+
+@numba.njit(cache=True)
+def set_cross(N: np.ndarray, i: int, cols: np.ndarray, col: np.ndarray) -> None:
+    """``N[r, i, cols_v] = col[r, v]``, then ``N[r, cols_v, i] = col[r, v]*``."""
+    for r in range(col.shape[0]):
+        for v in range(cols.shape[0]):
+            N[r, i, cols[v]] = col[r, v]
+        for v in range(cols.shape[0]):
+            N[r, cols[v], i] = col[r, v].conjugate()
+
+
+@numba.njit(cache=True)
+def coarse_cross(R: np.ndarray, var_l: np.ndarray, var_pos: np.ndarray, rows_c: np.ndarray,
+                 i: int, cols: np.ndarray, N: np.ndarray) -> None:
+    """``N[r, i, cols_v] = Σ_a R[r, var_l_v, a] h*_{var_pos_v}(a)`` over the coarse rows
+    (an other-pair component against the floating K+π− ones), and the conjugates into
+    ``N[r, cols_v, i]``."""
+    n_r = R.shape[0]
+    col = np.empty((n_r, var_pos.shape[0]), np.complex128)
+    for r in range(n_r):
+        for v in range(var_pos.shape[0]):
+            s = 0j
+            for a in range(R.shape[2]):
+                h = rows_c[var_pos[v], a]
+                s += R[r, var_l[v], a] * complex(h.real, -h.imag)
+            col[r, v] = s
+    set_cross(N, i, cols, col)
+
+
+@numba.njit(cache=True)
+def pair_integral(kap: np.ndarray, gi: np.ndarray, gk: np.ndarray, i: int, k: int,
+                  N: np.ndarray) -> None:
+    """``N[r, i, k] = Σ_a kap[r, a] g_i(a) g_k*(a)`` (two components of one other pair, on
+    its nodes), then ``N[r, k, i]`` its conjugate."""
+    for r in range(kap.shape[0]):
+        s = 0j
+        for a in range(kap.shape[1]):
+            h = gk[a]
+            s += kap[r, a] * (gi[a] * complex(h.real, -h.imag))
+        N[r, i, k] = s
+        N[r, k, i] = s.conjugate()
 
 
 @numba.njit(cache=True)
@@ -131,3 +171,29 @@ def event_weights(A: np.ndarray, a2: np.ndarray, sig: np.ndarray, tot: np.ndarra
         sums[1, r] += sig[i] * v
         f = scale[r] * e
         aw[i] = complex(A[i].real * f, -A[i].imag * f)
+
+
+@numba.njit(cache=True)
+def normalise_component(g: np.ndarray, w: np.ndarray, start: int, out1: np.ndarray,
+                        start1: int, out2: np.ndarray, start2: int, f_col: np.ndarray,
+                        ev_start: int, ang: np.ndarray) -> float:
+    """A component's normalisation integral ``Σ_k w_k |g_{start+k}|²`` (Eq. 5), and, with
+    ``n = 1/sqrt(integral)``, its normalised values copied where the state keeps them:
+    ``out1 = n g[start1:]`` and ``out2 = n g[start2:]`` (its rows and coarse rows, or its
+    spline nodes and grid; empty: none) and its column of the event matrix, ``f_col =
+    g[ev_start:] P_L(cos θ) n``. Nothing is written unless the integral is positive and
+    finite (the caller raises then)."""
+    s = 0.0
+    for k in range(w.shape[0]):
+        v = g[start + k]
+        s += w[k] * (v.real * v.real + v.imag * v.imag)
+    if not (s > 0.0 and np.isfinite(s)):
+        return s
+    nj = 1.0 / np.sqrt(s)
+    for a in range(out1.shape[0]):
+        out1[a] = nj * g[start1 + a]
+    for a in range(out2.shape[0]):
+        out2[a] = nj * g[start2 + a]
+    for i in range(f_col.shape[0]):
+        f_col[i] = (g[ev_start + i] * ang[i]) * nj
+    return s

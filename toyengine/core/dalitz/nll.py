@@ -179,7 +179,7 @@ class DalitzNLL(Likelihood):
         g = np.zeros_like(x)
         c, norms, A, a2, sig, tot = self._terms(x)
         # per event: w/tot and A* ∂ln tot/∂|A|²; per run: Σ |A|² ε|J| w/tot, Σ sig w/tot
-        from .state_kernels import event_weights
+        from .state_kernels import event_weights, gradient_weights
 
         n = tot.size
         aw, inv, sums = np.empty(n, complex), np.empty(n), np.empty((2, self.n_runs))
@@ -214,12 +214,11 @@ class DalitzNLL(Likelihood):
         for j, (pos, idx) in self._ls_free.items():
             nj = st.n[j]
             cj = c[j]
-            W = (2.0 * cj * nj) * st.norm_row_weights(j, fracs, cc)
-            W[st.ev_slice[j]] -= (2.0 * cj * nj) * (st.ev_ang[j] * aw)
             # the ∂n_j terms: ∂n_j/n_j times the F_j parts of both sums
             k_ = 2.0 * (cj * (fracs @ (st.N[:, j] @ cc) - S[j])).real
-            sel = st.norm_sel[j]
-            W[sel] -= (nj * nj * k_) * st.norm_w[j] * st.g[j][sel].conj()
+            W = st.norm_row_weights(j, fracs, cc)
+            gradient_weights(W, 2.0 * cj * nj, st.ev_slice[j].start, st.ev_ang[j], aw,
+                             st.norm_sel[j].start, nj * nj * k_, st.norm_w[j], st.g[j])
             dg = st.model.components[j].lineshape.derivatives(
                 m.kin, st.geom[j], st.keys[j], st.g[j], pos)
             g[idx] += (dg @ W).real  # Re Σ ∂g W
@@ -249,14 +248,12 @@ class DalitzNLL(Likelihood):
         # ∂tot = (N_r ε|J| / I_r) ∂|A|² − sig ∂I_r / I_r
         scale = (x[m._sig_idx] / norms)[run_of] * self.ej
         rel = sig / norms[run_of]
-        P = np.conj(A)[:, None] * st.F  # A_i* F_ij
         Nc = st.N @ c.conj()  # (R, nc): ∂I_r/∂Re c_j = 2 Re, ∂I_r/∂Im c_j = −2 Im
-        d_re = (2.0 * scale)[:, None] * P.real - rel[:, None] * (2.0 * Nc.real)[run_of]
-        d_im = (-2.0 * scale)[:, None] * P.imag + rel[:, None] * (2.0 * Nc.imag)[run_of]
-        d_a, d_b = m.coefficient_chain(x, d_re, d_im)
-        for j in range(len(m.components)):
-            J[m._c_idx[j, 0]] += d_a[:, j]
-            J[m._c_idx[j, 1]] += d_b[:, j]
+        # numba: compiled on first use (by the state's update), never at import toyengine
+        from .state_kernels import coefficient_jacobian, lineshape_jacobian
+
+        coefficient_jacobian(st.F.T, A, scale, rel, Nc, run_of, m._c_idx, m.polar,
+                             x[m._c_idx[:, 0]], x[m._c_idx[:, 1]], J)
         # lineshape parameters: ∂F_ij = n_j ∂g_j P_L + (∂n_j/n_j) F_ij with
         # ∂n_j/n_j = −n_j² Σ w Re(g_j* ∂g_j) (Eq. 5) and, per run,
         # ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (:meth:`_State.norm_row_weights`)
@@ -269,14 +266,13 @@ class DalitzNLL(Likelihood):
                 m.kin, st.geom[j], st.keys[j], st.g[j], pos)
             sel = st.norm_sel[j]
             rho_n = -(nj * nj) * (dg[:, sel] @ (st.norm_w[j] * st.g[j][sel].conj())).real
-            dF = nj * dg[:, st.ev_slice[j]] * st.ev_ang[j] + rho_n[:, None] * st.F[:, j]
-            dA2 = 2.0 * (cj * dF * np.conj(A)).real  # (npos, n_ev)
             dI = np.empty((len(pos), self.n_runs))
             for r in range(self.n_runs):
                 W = (2.0 * cj * nj) * st.norm_row_weights(j, eye[r], cc)
                 dI[:, r] = ((dg @ W).real
                             + rho_n * 2.0 * (cj * (st.N[r, j] @ cc)).real)
-            J[idx] += scale * dA2 - rel * dI[:, run_of]
+            lineshape_jacobian(dg, st.ev_slice[j].start, st.ev_ang[j], nj, rho_n,
+                               st.F.T[j], cj, A, scale, rel, dI, run_of, idx, J)
         J[~free] = 0.0
         return J
 
@@ -393,7 +389,7 @@ class _CouplingNLL(Likelihood):
         bN = 2.0 * (self.omega * (N[:, self.comp] @ cc0)).real  # (R, nf)
         GN = (self.omega[:, None] * self.omega.conj()
               * N[:, self.comp][:, :, self.comp]).real  # (R, nf, nf)
-        b = nll.bk @ x[nll.bk_idx] if nll.bk_idx.size else np.zeros(A0.size)
+        b = nll.bk @ x[nll.bk_idx] if nll.bk_idx.size else _NONE
         self._base_key = key
         self._base = (a0, beta, gam, I0, bN, GN, b)
         return self._base
@@ -406,40 +402,32 @@ class _CouplingNLL(Likelihood):
         nll = self.nll
         m = nll.model
         a0, beta, gam, I0, bN, GN, b = self._quadratic(x)
+        from .state_kernels import coupling_sums
+
         u = x[self.idx]
         nf = u.size
         n_ev = a0.size
-        Gu = (u @ gam).reshape(nf, n_ev)  # Σ_b Γ_ab u_b
-        gam3 = gam.reshape(nf, nf, n_ev)
-        P = a0 + u @ beta + u @ Gu  # |A|²
-        p = beta + 2.0 * Gu  # ∂|A|²/∂u
+        R = nll.n_runs
         GNu = GN @ u
         I = I0 + bN @ u + GNu @ u
-        kr = x[m._sig_idx] / I
-        ke = kr[nll.run_of] * nll.ej
-        tot = ke * P + b
-        wv = ke / np.maximum(tot, 1e-300)
-        ww = wv if nll.w is None else wv * nll.w  # ∂(Σ w ln tot)/∂|A|² per event
-        uP = ww * wv * P
+        tot = np.empty(n_ev)
+        Sp, SP, upp = np.empty((R, nf)), np.empty(R), np.empty((R, nf, nf))
+        upP, uPP, q = np.empty((R, nf)), np.empty(R), np.empty((R, nf, nf))
+        coupling_sums(a0, beta, gam.reshape(nf, nf, n_ev), u, x[m._sig_idx] / I, nll.ej,
+                      nll.run_of, b, _NONE if nll.w is None else nll.w, tot, Sp, SP, upp,
+                      upP, uPP, q)
         ga = np.zeros(nf)
         ha = np.zeros((nf, nf))
-        for r, sl in enumerate(nll.run_slices):
+        for r in range(R):
             J = (bN[r] + 2.0 * GNu[r]) / I[r]
             Jab = 2.0 * GN[r] / I[r]
-            pr, wr = p[:, sl], ww[sl]
-            Sp = pr @ wr
-            SP = float(wr @ P[sl])
-            upp = (pr * (wr * wv[sl])) @ pr.T
-            upP = pr @ uP[sl]
-            uPP = float(uP[sl] @ P[sl])
-            q = 2.0 * (gam3[:, :, sl] @ wr)  # Σ w ∂_ab |A|²
-            ga -= Sp - SP * J
+            ga -= Sp[r] - SP[r] * J
             JJ = np.outer(J, J)
-            JS = np.outer(J, Sp)
-            uJ = np.outer(J, upP)
+            JS = np.outer(J, Sp[r])
+            uJ = np.outer(J, upP[r])
             # Σ u M_a M_b (M = ∂|A|² − |A|² J) − Σ w ∂_ab s (I/(N ε|J|))
-            ha += (upp - uJ - uJ.T + uPP * JJ
-                   - q + JS + JS.T + SP * Jab - 2.0 * SP * JJ)
+            ha += (upp[r] - uJ - uJ.T + uPP[r] * JJ
+                   - q[r] + JS + JS.T + SP[r] * Jab - 2.0 * SP[r] * JJ)
         n = x.size
         g = np.zeros(n)
         h = np.zeros((n, n))

@@ -14,8 +14,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["coarse_cross", "event_terms", "event_weights", "kpi_block", "kpi_row_weights",
-           "normalise_component", "pair_integral", "set_cross", "weighted_sum"]
+__all__ = ["coarse_cross", "coefficient_jacobian", "coupling_sums", "event_terms",
+           "event_weights", "gradient_weights", "kpi_block", "kpi_row_weights",
+           "lineshape_jacobian", "normalise_component", "pair_integral", "set_cross",
+           "weighted_sum"]
 
 
 @numba.njit(cache=True)
@@ -197,3 +199,127 @@ def normalise_component(g: np.ndarray, w: np.ndarray, start: int, out1: np.ndarr
     for i in range(f_col.shape[0]):
         f_col[i] = (g[ev_start + i] * ang[i]) * nj
     return s
+
+
+@numba.njit(cache=True)
+def coupling_sums(a0: np.ndarray, beta: np.ndarray, gam3: np.ndarray, u: np.ndarray,
+                  kr: np.ndarray, ej: np.ndarray, run_of: np.ndarray, b: np.ndarray,
+                  w: np.ndarray, tot: np.ndarray, Sp: np.ndarray, SP: np.ndarray,
+                  upp: np.ndarray, upP: np.ndarray, uPP: np.ndarray, q: np.ndarray) -> None:
+    """The event sums of the likelihood restricted to some cartesian couplings ``u``
+    (:class:`toyengine.core.dalitz.nll._CouplingNLL`): per event ``|A|² = a0 + β·u +
+    u·Γu`` and its derivative ``p = β + 2Γu``, ``tot = N_r/I_r ε|J| |A|² + b`` (into
+    ``tot``; ``b`` empty: no backgrounds), ``wv = ∂tot/∂|A|² / tot`` and ``ww = w wv`` (``w``
+    empty: unit weights); per run ``r``: ``Sp = Σ ww p``, ``SP = Σ ww |A|²``, ``upp = Σ ww
+    wv p pᵀ``, ``upP = Σ ww wv |A|² p``, ``uPP = Σ ww wv |A|⁴`` and ``q = 2 Σ ww Γ``."""
+    nf, n = beta.shape
+    weighted = w.shape[0] == n
+    has_b = b.shape[0] == n
+    Sp[:] = 0.0
+    SP[:] = 0.0
+    upp[:] = 0.0
+    upP[:] = 0.0
+    uPP[:] = 0.0
+    q[:] = 0.0
+    p = np.empty(nf)
+    for i in range(n):
+        s1 = 0.0
+        s2 = 0.0
+        for a in range(nf):
+            gu = 0.0
+            for c in range(nf):
+                gu += gam3[a, c, i] * u[c]
+            s1 += u[a] * beta[a, i]
+            s2 += u[a] * gu
+            p[a] = beta[a, i] + 2.0 * gu
+        P = a0[i] + s1 + s2
+        r = run_of[i]
+        ke = kr[r] * ej[i]
+        t = ke * P + b[i] if has_b else ke * P
+        tot[i] = t
+        wv = ke / max(t, 1e-300)
+        ww = wv * w[i] if weighted else wv
+        uP = ww * wv * P
+        SP[r] += ww * P
+        uPP[r] += uP * P
+        www = ww * wv
+        for a in range(nf):
+            Sp[r, a] += p[a] * ww
+            upP[r, a] += p[a] * uP
+            for c in range(nf):
+                upp[r, a, c] += p[a] * www * p[c]
+                q[r, a, c] += gam3[a, c, i] * ww
+    for r in range(q.shape[0]):
+        for a in range(nf):
+            for c in range(nf):
+                q[r, a, c] *= 2.0
+
+
+@numba.njit(cache=True)
+def coefficient_jacobian(Ft: np.ndarray, A: np.ndarray, scale: np.ndarray, rel: np.ndarray,
+                         Nc: np.ndarray, run_of: np.ndarray, c_idx: np.ndarray, polar: bool,
+                         rho: np.ndarray, phi: np.ndarray, J: np.ndarray) -> None:
+    """Adds ``∂tot_i/∂`` (the coefficient parameters of every component) to the rows
+    ``c_idx`` of ``J``: ``∂tot_i/∂Re c_j = 2 scale_i Re(A_i* F_ij) − rel_i 2 Re(Nc_rj)`` and
+    ``∂tot_i/∂Im c_j = −2 scale_i Im(A_i* F_ij) + rel_i 2 Im(Nc_rj)`` (``scale_i = N_r
+    ε|J|_i / I_r``, ``rel_i = sig_i / I_r``, ``Nc = N c*``), through ``c = ρ e^{iφ}`` for
+    polar coefficients."""
+    nc, n = Ft.shape
+    for j in range(nc):
+        ra = c_idx[j, 0]
+        rb = c_idx[j, 1]
+        cp = np.cos(phi[j]) if polar else 1.0
+        sp = np.sin(phi[j]) if polar else 0.0
+        for i in range(n):
+            a = A[i]
+            f = Ft[j, i]
+            pre = a.real * f.real + a.imag * f.imag  # Re(A* F)
+            pim = a.real * f.imag - a.imag * f.real  # Im(A* F)
+            nc_ = Nc[run_of[i], j]
+            d_re = (2.0 * scale[i]) * pre - rel[i] * (2.0 * nc_.real)
+            d_im = (-2.0 * scale[i]) * pim + rel[i] * (2.0 * nc_.imag)
+            if polar:
+                J[ra, i] += d_re * cp + d_im * sp
+                J[rb, i] += rho[j] * (-d_re * sp + d_im * cp)
+            else:
+                J[ra, i] += d_re
+                J[rb, i] += d_im
+
+
+@numba.njit(cache=True)
+def lineshape_jacobian(dg: np.ndarray, ev_start: int, ang: np.ndarray, nj: float,
+                       rho_n: np.ndarray, f_col: np.ndarray, cj: complex, A: np.ndarray,
+                       scale: np.ndarray, rel: np.ndarray, dI: np.ndarray,
+                       run_of: np.ndarray, rows: np.ndarray, J: np.ndarray) -> None:
+    """Adds ``∂tot_i/∂θ_p`` for the lineshape parameters ``θ_p`` of one component to the
+    rows ``rows_p`` of ``J``: ``scale_i 2 Re(c_j ∂F_ij A_i*) − rel_i ∂I_r/∂θ_p`` with
+    ``∂F_ij = n_j ∂g_j(i) P_L(cos θ_i) + (∂n_j/n_j) F_ij`` (``dg``: ``∂g_j`` at the
+    component's points, its events from ``ev_start``; ``rho_n = ∂n_j/n_j``; ``dI``: one
+    column per run)."""
+    n = A.shape[0]
+    for p in range(rows.shape[0]):
+        row = rows[p]
+        rp = rho_n[p]
+        for i in range(n):
+            d = nj * dg[p, ev_start + i] * ang[i] + rp * f_col[i]
+            v = cj * d
+            a = A[i]
+            da2 = 2.0 * (v.real * a.real + v.imag * a.imag)  # 2 Re(c ∂F A*)
+            J[row, i] += scale[i] * da2 - rel[i] * dI[p, run_of[i]]
+
+
+@numba.njit(cache=True)
+def gradient_weights(W: np.ndarray, s: complex, ev_start: int, ang: np.ndarray,
+                     aw: np.ndarray, sel_start: int, coef: float, norm_w: np.ndarray,
+                     g: np.ndarray) -> None:
+    """In place, the weights ``W`` of ``Re Σ ∂g_j W`` (a lineshape parameter's gradient
+    term): the normalisation adjoint ``W`` times ``s = 2 c_j n_j``, minus ``s P_L aw`` at
+    the events (``aw = A* ∂ln tot/∂|A|²``) and ``coef w g*`` at the points of the
+    component's normalisation integral (``coef = n_j² k``, Eq. 5)."""
+    for a in range(W.shape[0]):
+        W[a] = s * W[a]
+    for i in range(aw.shape[0]):
+        W[ev_start + i] -= s * (ang[i] * aw[i])
+    for k in range(norm_w.shape[0]):
+        v = g[sel_start + k]
+        W[sel_start + k] -= (coef * norm_w[k]) * complex(v.real, -v.imag)

@@ -364,6 +364,7 @@ class _CouplingNLL(Likelihood):
         self._out: tuple[float, np.ndarray, np.ndarray] | None = None
         self._base_key: bytes | None = None
         self._base: tuple | None = None
+        self._block = np.ix_(idx, idx)
 
     def _quadratic(self, x: np.ndarray) -> tuple:
         """The coefficients of ``|A|²`` and ``I`` in ``u`` at the other parameters of ``x``."""
@@ -379,10 +380,9 @@ class _CouplingNLL(Likelihood):
         F = nll.state.F
         A0 = F @ c0
         D = F.T[self.comp] * self.omega[:, None]  # ∂A/∂u, one row per u
-        nf = self.idx.size
         a0 = A0.real * A0.real + A0.imag * A0.imag
         beta = 2.0 * (A0.conj() * D).real
-        gam = (D.conj()[:, None, :] * D[None, :, :]).real.reshape(nf, nf * A0.size)
+        gam = np.ascontiguousarray((D.conj()[:, None, :] * D[None, :, :]).real)  # (nf, nf, n)
         N = nll.state.N
         cc0 = c0.conj()
         I0 = ((N @ cc0) @ c0).real
@@ -406,28 +406,12 @@ class _CouplingNLL(Likelihood):
 
         u = x[self.idx]
         nf = u.size
-        n_ev = a0.size
-        R = nll.n_runs
         GNu = GN @ u
         I = I0 + bN @ u + GNu @ u
-        tot = np.empty(n_ev)
-        Sp, SP, upp = np.empty((R, nf)), np.empty(R), np.empty((R, nf, nf))
-        upP, uPP, q = np.empty((R, nf)), np.empty(R), np.empty((R, nf, nf))
-        coupling_sums(a0, beta, gam.reshape(nf, nf, n_ev), u, x[m._sig_idx] / I, nll.ej,
-                      nll.run_of, b, _NONE if nll.w is None else nll.w, tot, Sp, SP, upp,
-                      upP, uPP, q)
-        ga = np.zeros(nf)
-        ha = np.zeros((nf, nf))
-        for r in range(R):
-            J = (bN[r] + 2.0 * GNu[r]) / I[r]
-            Jab = 2.0 * GN[r] / I[r]
-            ga -= Sp[r] - SP[r] * J
-            JJ = np.outer(J, J)
-            JS = np.outer(J, Sp[r])
-            uJ = np.outer(J, upP[r])
-            # Σ u M_a M_b (M = ∂|A|² − |A|² J) − Σ w ∂_ab s (I/(N ε|J|))
-            ha += (upp[r] - uJ - uJ.T + uPP[r] * JJ
-                   - q[r] + JS + JS.T + SP[r] * Jab - 2.0 * SP[r] * JJ)
+        tot = np.empty(a0.size)
+        ga, ha = np.empty(nf), np.empty((nf, nf))
+        coupling_sums(a0, beta, gam, u, x[m._sig_idx] / I, nll.ej, nll.run_of, b,
+                      _NONE if nll.w is None else nll.w, bN, GN, I, tot, ga, ha)
         n = x.size
         g = np.zeros(n)
         h = np.zeros((n, n))
@@ -436,7 +420,7 @@ class _CouplingNLL(Likelihood):
             self.constraint.add_grad(ga, x, at=pos)
             self.constraint.add_hessian(ha, at=pos)
         g[self.idx] = ga
-        h[np.ix_(self.idx, self.idx)] = ha
+        h[self._block] = ha
         val = nll._value(x, I, tot)
         self._key, self._out = key, (val, g, h)
         return self._out

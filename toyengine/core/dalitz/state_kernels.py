@@ -204,23 +204,29 @@ def normalise_component(g: np.ndarray, w: np.ndarray, start: int, out1: np.ndarr
 @numba.njit(cache=True)
 def coupling_sums(a0: np.ndarray, beta: np.ndarray, gam3: np.ndarray, u: np.ndarray,
                   kr: np.ndarray, ej: np.ndarray, run_of: np.ndarray, b: np.ndarray,
-                  w: np.ndarray, tot: np.ndarray, Sp: np.ndarray, SP: np.ndarray,
-                  upp: np.ndarray, upP: np.ndarray, uPP: np.ndarray, q: np.ndarray) -> None:
-    """The event sums of the likelihood restricted to some cartesian couplings ``u``
-    (:class:`toyengine.core.dalitz.nll._CouplingNLL`): per event ``|A|² = a0 + β·u +
-    u·Γu`` and its derivative ``p = β + 2Γu``, ``tot = N_r/I_r ε|J| |A|² + b`` (into
-    ``tot``; ``b`` empty: no backgrounds), ``wv = ∂tot/∂|A|² / tot`` and ``ww = w wv`` (``w``
-    empty: unit weights); per run ``r``: ``Sp = Σ ww p``, ``SP = Σ ww |A|²``, ``upp = Σ ww
-    wv p pᵀ``, ``upP = Σ ww wv |A|² p``, ``uPP = Σ ww wv |A|⁴`` and ``q = 2 Σ ww Γ``."""
+                  w: np.ndarray, bN: np.ndarray, GN: np.ndarray, I: np.ndarray,
+                  tot: np.ndarray, ga: np.ndarray, ha: np.ndarray) -> None:
+    """Gradient ``ga`` and Hessian ``ha`` of ``−Σ w ln tot`` in some cartesian couplings
+    ``u`` (:class:`toyengine.core.dalitz.nll._CouplingNLL`), and ``tot`` per event.
+
+    Per event ``|A|² = a0 + β·u + u·Γu``, ``p = ∂|A|²/∂u = β + 2Γu``, ``tot = N_r/I_r
+    ε|J| |A|² + b`` (``kr = N_r/I_r``, ``ej = ε|J|``; ``b`` empty: no backgrounds), ``wv =
+    ∂tot/∂|A|² / tot`` and ``ww = w wv`` (``w`` empty: unit weights); per run the sums ``Sp
+    = Σ ww p``, ``SP = Σ ww |A|²``, ``upp = Σ ww wv p pᵀ``, ``upP = Σ ww wv |A|² p``, ``uPP
+    = Σ ww wv |A|⁴``, ``q = 2 Σ ww Γ``; with ``J = ∂ln I_r/∂u = (bN_r + 2 GN_r u)/I_r``,
+    ``ga = −Σ_r (Sp − SP J)`` and ``ha = Σ_r [upp − J upPᵀ − upP Jᵀ + uPP J Jᵀ − q + J Spᵀ
+    + Sp Jᵀ + SP 2GN_r/I_r − 2 SP J Jᵀ]`` (the run normalisation ``I_r = I0 + bN·u +
+    u·GN u``, Eur. Phys. J. C 78 (2018) 1019, Eq. 14)."""
     nf, n = beta.shape
+    n_r = I.shape[0]
     weighted = w.shape[0] == n
     has_b = b.shape[0] == n
-    Sp[:] = 0.0
-    SP[:] = 0.0
-    upp[:] = 0.0
-    upP[:] = 0.0
-    uPP[:] = 0.0
-    q[:] = 0.0
+    Sp = np.zeros((n_r, nf))
+    SP = np.zeros(n_r)
+    upp = np.zeros((n_r, nf, nf))
+    upP = np.zeros((n_r, nf))
+    uPP = np.zeros(n_r)
+    q = np.zeros((n_r, nf, nf))
     p = np.empty(nf)
     for i in range(n):
         s1 = 0.0
@@ -249,10 +255,25 @@ def coupling_sums(a0: np.ndarray, beta: np.ndarray, gam3: np.ndarray, u: np.ndar
             for c in range(nf):
                 upp[r, a, c] += p[a] * www * p[c]
                 q[r, a, c] += gam3[a, c, i] * ww
-    for r in range(q.shape[0]):
+    J = np.empty(nf)
+    for a in range(nf):
+        ga[a] = 0.0
+        for c in range(nf):
+            ha[a, c] = 0.0
+    for r in range(n_r):
         for a in range(nf):
+            gnu = 0.0
             for c in range(nf):
-                q[r, a, c] *= 2.0
+                gnu += GN[r, a, c] * u[c]
+            J[a] = (bN[r, a] + 2.0 * gnu) / I[r]
+        for a in range(nf):
+            ga[a] -= Sp[r, a] - SP[r] * J[a]
+            for c in range(nf):
+                jj = J[a] * J[c]
+                ha[a, c] += (upp[r, a, c] - J[a] * upP[r, c] - J[c] * upP[r, a]
+                             + uPP[r] * jj - 2.0 * q[r, a, c] + J[a] * Sp[r, c]
+                             + J[c] * Sp[r, a] + SP[r] * (2.0 * GN[r, a, c] / I[r])
+                             - 2.0 * SP[r] * jj)
 
 
 @numba.njit(cache=True)

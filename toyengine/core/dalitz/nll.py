@@ -14,7 +14,7 @@ from ...errors import ModelError
 from ..likelihood import Likelihood, NormalConstraint
 from .data import DalitzData
 from .resonances import legendre
-from .state import _State
+from .state import _kernels, _State
 
 if TYPE_CHECKING:
     from .protocol import DalitzModelView
@@ -146,11 +146,8 @@ class DalitzNLL(Likelihood):
         A = np.empty(n, complex)
         a2, sig, tot = np.empty(n), np.empty(n), np.empty(n)
         b = self.bk @ x[self.bk_idx] if self.bk_idx.size else _NONE
-        # numba: compiled on first use (by the state's update), never at import toyengine
-        from .state_kernels import event_terms
-
-        event_terms(self.state.F.T, c, self.ej, self.run_of, x[m._sig_idx] / norms, b,
-                    A, a2, sig, tot)
+        _kernels().event_terms(self.state.F.T, c, self.ej, self.run_of, x[m._sig_idx] / norms,
+                               b, A, a2, sig, tot)
         self._terms_key, self._terms_out = key, (c, norms, A, a2, sig, tot)
         return self._terms_out
 
@@ -164,11 +161,9 @@ class DalitzNLL(Likelihood):
         nl = norms.tolist()
         if not (min(nl) > 0 and math.isfinite(sum(nl))):
             return 1e30
-        from .state_kernels import weighted_sum
-
         logs = np.log(np.maximum(tot, 1e-300))
         val = float(np.sum(x[self._yield_idx])
-                    - weighted_sum(logs, _NONE if self.w is None else self.w))
+                    - _kernels().weighted_sum(logs, _NONE if self.w is None else self.w))
         val = self.constraint.add_value(val, x, dot=True)
         return val if math.isfinite(val) else 1e30
 
@@ -179,12 +174,12 @@ class DalitzNLL(Likelihood):
         g = np.zeros_like(x)
         c, norms, A, a2, sig, tot = self._terms(x)
         # per event: w/tot and A* ∂ln tot/∂|A|²; per run: Σ |A|² ε|J| w/tot, Σ sig w/tot
-        from .state_kernels import event_weights, gradient_weights
+        kernels = _kernels()
 
         n = tot.size
         aw, inv, sums = np.empty(n, complex), np.empty(n), np.empty((2, self.n_runs))
         nsig = x[m._sig_idx]
-        event_weights(A, a2, sig, tot, self.ej, self.run_of, nsig / norms,
+        kernels.event_weights(A, a2, sig, tot, self.ej, self.run_of, nsig / norms,
                       _NONE if self.w is None else self.w, aw, inv, sums)
         # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
         np.add.at(g, m._sig_idx, 1.0 - sums[0] / norms)  # a yield may serve several runs
@@ -217,7 +212,7 @@ class DalitzNLL(Likelihood):
             # the ∂n_j terms: ∂n_j/n_j times the F_j parts of both sums
             k_ = 2.0 * (cj * (fracs @ (st.N[:, j] @ cc) - S[j])).real
             W = st.norm_row_weights(j, fracs, cc)
-            gradient_weights(W, 2.0 * cj * nj, st.ev_slice[j].start, st.ev_ang[j], aw,
+            kernels.gradient_weights(W, 2.0 * cj * nj, st.ev_slice[j].start, st.ev_ang[j], aw,
                              st.norm_sel[j].start, nj * nj * k_, st.norm_w[j], st.g[j])
             dg = st.model.components[j].lineshape.derivatives(
                 m.kin, st.geom[j], st.keys[j], st.g[j], pos)
@@ -249,10 +244,8 @@ class DalitzNLL(Likelihood):
         scale = (x[m._sig_idx] / norms)[run_of] * self.ej
         rel = sig / norms[run_of]
         Nc = st.N @ c.conj()  # (R, nc): ∂I_r/∂Re c_j = 2 Re, ∂I_r/∂Im c_j = −2 Im
-        # numba: compiled on first use (by the state's update), never at import toyengine
-        from .state_kernels import coefficient_jacobian, lineshape_jacobian
-
-        coefficient_jacobian(st.F.T, A, scale, rel, Nc, run_of, m._c_idx, m.polar,
+        kernels = _kernels()
+        kernels.coefficient_jacobian(st.F.T, A, scale, rel, Nc, run_of, m._c_idx, m.polar,
                              x[m._c_idx[:, 0]], x[m._c_idx[:, 1]], J)
         # lineshape parameters: ∂F_ij = n_j ∂g_j P_L + (∂n_j/n_j) F_ij with
         # ∂n_j/n_j = −n_j² Σ w Re(g_j* ∂g_j) (Eq. 5) and, per run,
@@ -271,7 +264,7 @@ class DalitzNLL(Likelihood):
                 W = (2.0 * cj * nj) * st.norm_row_weights(j, eye[r], cc)
                 dI[:, r] = ((dg @ W).real
                             + rho_n * 2.0 * (cj * (st.N[r, j] @ cc)).real)
-            lineshape_jacobian(dg, st.ev_slice[j].start, st.ev_ang[j], nj, rho_n,
+            kernels.lineshape_jacobian(dg, st.ev_slice[j].start, st.ev_ang[j], nj, rho_n,
                                st.F.T[j], cj, A, scale, rel, dI, run_of, idx, J)
         J[~free] = 0.0
         return J
@@ -402,16 +395,15 @@ class _CouplingNLL(Likelihood):
         nll = self.nll
         m = nll.model
         a0, beta, gam, I0, bN, GN, b = self._quadratic(x)
-        from .state_kernels import coupling_sums
-
         u = x[self.idx]
         nf = u.size
         GNu = GN @ u
         I = I0 + bN @ u + GNu @ u
         tot = np.empty(a0.size)
         ga, ha = np.empty(nf), np.empty((nf, nf))
-        coupling_sums(a0, beta, gam, u, x[m._sig_idx] / I, nll.ej, nll.run_of, b,
-                      _NONE if nll.w is None else nll.w, bN, GN, I, tot, ga, ha)
+        _kernels().coupling_sums(a0, beta, gam, u, x[m._sig_idx] / I, nll.ej, nll.run_of,
+                                 b, _NONE if nll.w is None else nll.w, bN, GN, I, tot, ga,
+                                 ha)
         n = x.size
         g = np.zeros(n)
         h = np.zeros((n, n))

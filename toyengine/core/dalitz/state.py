@@ -14,6 +14,17 @@ from .resonances import legendre
 if TYPE_CHECKING:
     from .protocol import DalitzModelView
 
+def _kernels():
+    """:mod:`.state_kernels` (numba: compiled on first use, never at ``import toyengine``)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import state_kernels
+
+        _KERNELS = state_kernels
+    return _KERNELS
+
+
+_KERNELS = None
 #: empty arrays: no destination (for the compiled loops)
 _EMPTY = np.zeros(0)
 _EMPTY_C = np.zeros(0, complex)
@@ -103,32 +114,25 @@ class _State:
         self._var_comp = {int(norm.kpi_idx[kk]) for kk in norm.var_pos}
         self._stat_cols = np.ascontiguousarray(norm.kpi_idx[norm.stat_pos], dtype=np.int64)
         self._var_cols = np.ascontiguousarray(norm.kpi_idx[norm.var_pos], dtype=np.int64)
+        self._kpi_rows: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._var_lj = {int(kk): int(lv) for kk, lv in zip(norm.var_pos, norm.var_l, strict=True)}
 
-    def changed(self, x: np.ndarray) -> list[int]:
+    def update(self, x: np.ndarray) -> list[int]:
+        """Recompute the components whose lineshape parameters changed; returns their
+        indices (empty when none did, e.g. after a coefficient-only step)."""
         xl = x[self._all_pidx].tolist()
         if xl == self._last:
-            return []  # no lineshape parameter moved (e.g. a coefficient-only step)
+            return []
         o = self._offsets
-        return [j for j in range(len(self.keys))
-                if tuple(xl[o[j]:o[j + 1]]) != self.keys[j]]
-
-    def update(self, x: np.ndarray, dirty: list[int] | None = None) -> list[int]:
-        """Recompute components whose parameters changed; returns their indices."""
-        if dirty is None:
-            dirty = self.changed(x)
-        if not dirty:
-            return dirty
+        vals = [tuple(xl[o[j]:o[j + 1]]) for j in range(len(self.keys))]
+        dirty = [j for j, v in enumerate(vals) if v != self.keys[j]]
         model, norm = self.model, self.norm
         kin = model.kin
         dset = set(dirty)
-        # numba: compiled on first use, never at import toyengine
-        from . import state_kernels as kernels
-
+        kernels = _kernels()
         for j in dirty:
-            vals = tuple(x[self._pidx[j]].tolist())
-            self.keys[j] = vals
-            g = self._shape[j].evaluate(kin, self.geom[j], vals)
+            self.keys[j] = vals[j]
+            g = self._shape[j].evaluate(kin, self.geom[j], vals[j])
             self.g[j] = g
             out1, s1, out2, s2 = self._dest[j]
             integral = kernels.normalise_component(
@@ -136,16 +140,18 @@ class _State:
                 self.F.T[j] if self.n_ev else _EMPTY_C, self.ev_slice[j].start,
                 self.ev_ang[j] if self.n_ev else _EMPTY)
             self.n[j] = model._check_norm(j, integral)
-        self._last = (None if any(k is None for k in self.keys)
-                      else [v for k in self.keys for v in k])
+        self._last = xl  # every component's key is now its slice of xl
         ki = self._ki
         N = self.N
         H = self.rows
-        dk = [j for j in dirty if j in norm.kpos]
+        dk = tuple(j for j in dirty if j in norm.kpos)
         # K+π− block, all runs at once
         if dk:
-            kernels.kpi_block(norm.esel, H, np.array([norm.kpos[j] for j in dk]),
-                              np.array(dk), ki, N)
+            rows = self._kpi_rows.get(dk)
+            if rows is None:
+                rows = self._kpi_rows[dk] = (np.array([norm.kpos[j] for j in dk]),
+                                             np.array(dk))
+            kernels.kpi_block(norm.esel, H, rows[0], rows[1], ki, N)
         stat_dirty = [s_ for s_, j in enumerate(self._stat_comp) if j in dset]
         var_dirty = not self._var_comp.isdisjoint(dset)
         # other pairs against K+π−: N_ij = Σ_k V_ij(k) G_i(k) for static K+π− components
@@ -208,10 +214,8 @@ class _State:
         W = np.zeros(self.g[j].size, complex)
         if j in norm.kpos:
             kj = norm.kpos[j]
-            # numba: compiled on first use (by update), never at import toyengine
-            from .state_kernels import kpi_row_weights
-
-            kpi_row_weights(fracs, norm.esel, kj, cc[ki], self.rows, W, sl["rows"].start)
+            _kernels().kpi_row_weights(fracs, norm.esel, kj, cc[ki], self.rows, W,
+                                       sl["rows"].start)
             if norm.other_idx:  # floating K+π− components meet other pairs on coarse rows
                 lj = self._var_lj[kj]
                 W[sl["coarse"]] = sum(cc[i] * (fracs @ self.R[i][:, lj]).conj()

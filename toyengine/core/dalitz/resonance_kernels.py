@@ -1,5 +1,7 @@
 """Compiled point loops of the Dalitz lineshapes (numba, ``cache=True``, no fast-math: IEEE
-arithmetic in the order of the formulas, the same result on every call).
+arithmetic in the order of the formulas, the same result on every call; numpy's error model,
+so that a division is a division — no zero check that would raise, which also keeps the
+loops vectorisable — and a zero denominator gives ``inf``/``nan`` as numpy does).
 
 The relativistic Breit–Wigner and the LASS family of LHCb, Eur. Phys. J. C 78 (2018) 1019,
 Eqs. (7)–(10), and their exact parameter derivatives, one pass over the points instead of
@@ -19,7 +21,7 @@ import numpy as np
 __all__ = ["lass_derivatives", "lass_values", "rbw_derivatives", "rbw_values"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def rbw_values(s: np.ndarray, G: np.ndarray, base: np.ndarray, m0sq: float, c: float,
                sqrt_d0: float) -> np.ndarray:
     """``g = sqrt(D0) base / (m0² − s − i c G)`` (Eqs. 7–8) at every point."""
@@ -32,7 +34,7 @@ def rbw_values(s: np.ndarray, G: np.ndarray, base: np.ndarray, m0sq: float, c: f
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def rbw_derivatives(g: np.ndarray, s: np.ndarray, G: np.ndarray, m0: float, c: float,
                     half_dlnd0: float, dlnc: float, inv_w0: float, row_m: int, row_w: int,
                     out: np.ndarray) -> None:
@@ -52,7 +54,7 @@ def rbw_derivatives(g: np.ndarray, s: np.ndarray, G: np.ndarray, m0: float, c: f
             out[row_w, i] = gi * complex(0.0, inv_w0 * cg)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def lass_values(q: np.ndarray, q2: np.ndarray, s: np.ndarray, q_over_m: np.ndarray,
                 m_below: np.ndarray, inv_a: float, half_r: float, m0: float, scale: float,
                 nr: bool, bw: bool) -> np.ndarray:
@@ -86,7 +88,7 @@ def lass_values(q: np.ndarray, q2: np.ndarray, s: np.ndarray, q_over_m: np.ndarr
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def lass_derivatives(q: np.ndarray, q2: np.ndarray, s: np.ndarray, q_over_m: np.ndarray,
                      m_below: np.ndarray, a: float, r: float, m0: float, scale: float,
                      dm_scale: float, dw_scale: float, nr: bool, bw: bool, row_m: int,

@@ -1,7 +1,9 @@
-"""Compiled loops of the Dalitz likelihood (numba, ``cache=True``, no fast-math): the K+π−
-block of the normalisation matrices and its adjoint, a component's normalisation integral
-(:class:`toyengine.core.dalitz.state._State`), and the per-event amplitude, densities, log
-sum and gradient weights (:class:`toyengine.core.dalitz.nll.DalitzNLL`).
+"""Compiled loops of the Dalitz likelihood (numba, ``cache=True``, no fast-math, numpy's
+error model as in :mod:`.resonance_kernels`): the K+π− block of the normalisation matrices
+and its adjoint, a component's normalisation integral and the copies of its normalised
+values (:class:`toyengine.core.dalitz.state._State`); the per-event amplitude, densities,
+log sum and gradient weights, the event Jacobian's rows and the restricted likelihood's
+sums (:class:`toyengine.core.dalitz.nll.DalitzNLL`).
 
 Each replaces a few whole-array numpy operations on a few thousand points (temporaries,
 fancy-indexed copies, a call's overhead apiece) by one pass; a Z_c(4100) likelihood makes
@@ -20,7 +22,7 @@ __all__ = ["coarse_cross", "coefficient_jacobian", "coupling_sums", "event_terms
            "weighted_sum"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, comps: np.ndarray,
               ki: np.ndarray, N: np.ndarray) -> None:
     """For each K+π− row ``p = pos_d`` (component ``comps_d``): ``N[r, comps_d, ki_k] =
@@ -46,7 +48,7 @@ def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, comps: np.ndarra
                 N[r, ki[k], j] = val[k].conjugate()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def set_cross(N: np.ndarray, i: int, cols: np.ndarray, col: np.ndarray) -> None:
     """``N[r, i, cols_v] = col[r, v]``, then ``N[r, cols_v, i] = col[r, v]*``."""
     for r in range(col.shape[0]):
@@ -56,7 +58,7 @@ def set_cross(N: np.ndarray, i: int, cols: np.ndarray, col: np.ndarray) -> None:
             N[r, cols[v], i] = col[r, v].conjugate()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def coarse_cross(R: np.ndarray, var_l: np.ndarray, var_pos: np.ndarray, rows_c: np.ndarray,
                  i: int, cols: np.ndarray, N: np.ndarray) -> None:
     """``N[r, i, cols_v] = Σ_a R[r, var_l_v, a] h*_{var_pos_v}(a)`` over the coarse rows
@@ -74,7 +76,7 @@ def coarse_cross(R: np.ndarray, var_l: np.ndarray, var_pos: np.ndarray, rows_c: 
     set_cross(N, i, cols, col)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def pair_integral(kap: np.ndarray, gi: np.ndarray, gk: np.ndarray, i: int, k: int,
                   N: np.ndarray) -> None:
     """``N[r, i, k] = Σ_a kap[r, a] g_i(a) g_k*(a)`` (two components of one other pair, on
@@ -88,7 +90,7 @@ def pair_integral(kap: np.ndarray, gi: np.ndarray, gk: np.ndarray, i: int, k: in
         N[r, k, i] = s.conjugate()
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def kpi_row_weights(fracs: np.ndarray, esel: np.ndarray, kj: int, cc: np.ndarray,
                     H: np.ndarray, out: np.ndarray, start: int) -> None:
     """``out[start + a] = Σ_k cc_k H*[k, a] Σ_r fracs_r esel[r, kj, k, a]``: the adjoint of
@@ -107,7 +109,7 @@ def kpi_row_weights(fracs: np.ndarray, esel: np.ndarray, kj: int, cc: np.ndarray
             out[start + a] += ck * e * complex(h.real, -h.imag)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def event_terms(Ft: np.ndarray, c: np.ndarray, ej: np.ndarray, run_of: np.ndarray,
                 scale: np.ndarray, b: np.ndarray, A: np.ndarray, a2: np.ndarray,
                 sig: np.ndarray, tot: np.ndarray) -> None:
@@ -132,7 +134,7 @@ def event_terms(Ft: np.ndarray, c: np.ndarray, ej: np.ndarray, run_of: np.ndarra
         tot[i] = s + b[i] if has_b else s
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def weighted_sum(v: np.ndarray, w: np.ndarray) -> float:
     """``Σ_i w_i v_i`` (``w`` empty: unit weights), summed in event order with Neumaier's
     compensation (Z. Angew. Math. Mech. 54 (1974) 39): the same value on every machine,
@@ -152,7 +154,7 @@ def weighted_sum(v: np.ndarray, w: np.ndarray) -> float:
     return s + comp
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def event_weights(A: np.ndarray, a2: np.ndarray, sig: np.ndarray, tot: np.ndarray,
                   ej: np.ndarray, run_of: np.ndarray, scale: np.ndarray, w: np.ndarray,
                   aw: np.ndarray, inv: np.ndarray, sums: np.ndarray) -> None:
@@ -175,7 +177,7 @@ def event_weights(A: np.ndarray, a2: np.ndarray, sig: np.ndarray, tot: np.ndarra
         aw[i] = complex(A[i].real * f, -A[i].imag * f)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def normalise_component(g: np.ndarray, w: np.ndarray, start: int, out1: np.ndarray,
                         start1: int, out2: np.ndarray, start2: int, f_col: np.ndarray,
                         ev_start: int, ang: np.ndarray) -> float:
@@ -201,7 +203,7 @@ def normalise_component(g: np.ndarray, w: np.ndarray, start: int, out1: np.ndarr
     return s
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def coupling_sums(a0: np.ndarray, beta: np.ndarray, gam3: np.ndarray, u: np.ndarray,
                   kr: np.ndarray, ej: np.ndarray, run_of: np.ndarray, b: np.ndarray,
                   w: np.ndarray, bN: np.ndarray, GN: np.ndarray, I: np.ndarray,
@@ -276,7 +278,7 @@ def coupling_sums(a0: np.ndarray, beta: np.ndarray, gam3: np.ndarray, u: np.ndar
                              - 2.0 * SP[r] * jj)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def coefficient_jacobian(Ft: np.ndarray, A: np.ndarray, scale: np.ndarray, rel: np.ndarray,
                          Nc: np.ndarray, run_of: np.ndarray, c_idx: np.ndarray, polar: bool,
                          rho: np.ndarray, phi: np.ndarray, J: np.ndarray) -> None:
@@ -307,7 +309,7 @@ def coefficient_jacobian(Ft: np.ndarray, A: np.ndarray, scale: np.ndarray, rel: 
                 J[rb, i] += d_im
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def lineshape_jacobian(dg: np.ndarray, ev_start: int, ang: np.ndarray, nj: float,
                        rho_n: np.ndarray, f_col: np.ndarray, cj: complex, A: np.ndarray,
                        scale: np.ndarray, rel: np.ndarray, dI: np.ndarray,
@@ -329,7 +331,7 @@ def lineshape_jacobian(dg: np.ndarray, ev_start: int, ang: np.ndarray, nj: float
             J[row, i] += scale[i] * da2 - rel[i] * dI[p, run_of[i]]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def gradient_weights(W: np.ndarray, s: complex, ev_start: int, ang: np.ndarray,
                      aw: np.ndarray, sel_start: int, coef: float, norm_w: np.ndarray,
                      g: np.ndarray) -> None:

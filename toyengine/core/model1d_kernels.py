@@ -1,5 +1,6 @@
 """Compiled inner loops of the 1-D likelihood (numba, ``cache=True``, no fast-math: IEEE
-arithmetic, the same result on every call).
+arithmetic, the same result on every call; numpy's error model: a division is a plain IEEE
+division, without the zero check that would raise, so the loops vectorise).
 
 Imported by :class:`~toyengine.core.model1d.UnbinnedNLL`, the generator of
 :class:`~toyengine.core.model1d.Model1D`,
@@ -29,7 +30,7 @@ import numpy as np
 __all__ = ["bw_rows", "inverse_cdf", "load", "nll_terms", "sphere_products"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _dot(x: np.ndarray, y: np.ndarray) -> float:
     """``sum_i x_i y_i`` in four interleaved partial sums (a fixed order, so the same
     result on every call, and four independent additions per step)."""
@@ -46,7 +47,7 @@ def _dot(x: np.ndarray, y: np.ndarray) -> float:
     return (s0 + s1) + (s2 + s3)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray,
               basis: np.ndarray, lin: np.ndarray, iz: np.ndarray, zoff: np.ndarray,
               npar: np.ndarray, yidx: np.ndarray, pidx: np.ndarray, yields: np.ndarray,
@@ -236,7 +237,7 @@ def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray
     return dens, logsum, grad, hess
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: float,
             c0: float, a: float, da: float) -> np.ndarray:
     """F, ∂F/∂m0, ∂F/∂Γ0, ∂²F/∂m0², ∂²F/∂m0∂Γ0 (twice) and ∂²F/∂Γ0² as the rows of one
@@ -284,7 +285,7 @@ def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: 
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def sphere_products(phis: np.ndarray, order: int
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The positive-polynomial coefficients ``b_k`` on the unit sphere (Ostap
@@ -345,7 +346,7 @@ def sphere_products(phis: np.ndarray, order: int
     return b, jac, hess
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def inverse_cdf(grid: np.ndarray, dens: np.ndarray, area: np.ndarray, below: np.ndarray,
                 dx: np.ndarray, u: np.ndarray) -> np.ndarray:
     """The inverse CDF of the piecewise-linear density through ``(grid, dens)`` at ``u``,

@@ -1,5 +1,6 @@
 """Compiled linear algebra of one trust-region Newton iteration (numba, ``cache=True``, no
-fast-math: IEEE arithmetic, the same result on every call).
+fast-math: IEEE arithmetic, the same result on every call; numpy's error model, as in
+:mod:`toyengine.core.model1d_kernels`).
 
 :func:`toyengine.core.newton.minimize` asks the likelihood for its derivatives at a point and
 hands them to :func:`propose`, which returns the next trial point: the Newton step when the
@@ -24,7 +25,7 @@ __all__ = ["CONTINUE", "CONVERGED", "LIMIT", "NOT_FINITE", "load", "propose", "s
 CONTINUE, CONVERGED, NOT_FINITE, LIMIT = 0, 1, 2, 3
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _cholesky_solve(h: np.ndarray, g: np.ndarray) -> tuple[bool, np.ndarray]:
     """``(True, h^-1 g)`` through the Cholesky factor ``h = L L^T``, or ``(False, _)``
     when ``h`` is not positive definite (a pivot ``<= 0`` or not finite)."""
@@ -58,7 +59,7 @@ def _cholesky_solve(h: np.ndarray, g: np.ndarray) -> tuple[bool, np.ndarray]:
     return True, z
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def subproblem(g: np.ndarray, w: np.ndarray, q: np.ndarray, radius: float) -> np.ndarray:
     """The minimiser of ``g.p + p.H.p/2`` over ``|p| <= radius`` for ``H = q diag(w) q^T``
     (``w`` ascending; Moré & Sorensen, SIAM J. Sci. Stat. Comput. 4 (1983) 553; Nocedal &
@@ -111,7 +112,7 @@ def subproblem(g: np.ndarray, w: np.ndarray, q: np.ndarray, radius: float) -> np
     return q @ (-gq / (w + lam))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def propose(g: np.ndarray, h: np.ndarray, xf: np.ndarray, lo: np.ndarray, hi: np.ndarray,
             s: np.ndarray, radius: float, limited: int, max_limited: int, edm_max: float
             ) -> tuple[int, float, float, int, float, float, np.ndarray]:

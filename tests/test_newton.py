@@ -92,6 +92,27 @@ def test_fixed_parameter_stays_and_covariance_is_the_free_block():
     assert res.edm < EDM_MAX and res.covar_ok and not res.at_limit
 
 
+@pytest.mark.parametrize("fixed", ["a", "b"])
+def test_migrad_hesse_with_a_fixed_parameter_is_the_free_block(fixed: str):
+    """The MIGRAD + HESSE path (MINOS asked for) with the analytic Hessian and a fixed
+    parameter: the covariance is the inverse of the free block of A, as in the Newton path.
+    Minuit2 as bundled with iminuit 2.33 maps an external Hessian onto the floating
+    parameters by position, not by name (root-project/root#20954): handed the full
+    matrix, HESSE inverts its leading block instead, a covariance wrong by O(1) here."""
+    f = Quadratic(M, A)
+    params = ParameterSet(tuple(
+        Parameter(n, 0.0, step=0.5, fixed=(n == fixed)) for n in "abc"))
+    res = fitmod.fit(f, params, minos=True)
+    assert res.valid
+    free = [i for i, n in enumerate("abc") if n != fixed]
+    b = A[np.ix_(free, free)]
+    np.testing.assert_allclose(res.covariance, np.linalg.inv(b), rtol=1e-6)
+    np.testing.assert_allclose(res.errors[free], np.sqrt(np.diag(np.linalg.inv(b))),
+                               rtol=1e-6)
+    # MINOS on a quadratic: the intervals are the HESSE errors
+    np.testing.assert_allclose(res.minos_upper[free], res.errors[free], rtol=1e-3)
+
+
 def test_minimum_beyond_a_limit_is_not_converged():
     f = Quadratic(M, A)  # the free minimum has a = 1 > 0.5
     lo, hi = np.array([-5.0, -5.0, -5.0]), np.array([0.5, 5.0, 5.0])

@@ -24,33 +24,53 @@ _DEFAULT_TOL = 0.1
 
 
 class _Objective:
-    """The callable a reused :class:`~iminuit.Minuit` holds: it forwards to the current NLL
-    (and its ``grad``/``hessian``), so one Minuit object serves every fit of a chunk that
-    has the same parameters."""
+    """The callable a reused :class:`~iminuit.Minuit` holds: the current NLL (and its
+    ``grad``/``hessian``) as a function of the free parameters alone, the fixed ones at
+    their values in ``base``; one Minuit object serves every fit of a chunk that has the
+    same parameters.
+
+    Minuit sees only the free parameters because Minuit2 as bundled with iminuit 2.33 maps
+    an external Hessian (and its diagonal, ``g2``) onto the floating parameters by position,
+    not by name (root-project/root#20954): with a fixed parameter before a free one, HESSE
+    inverted the wrong block of the analytic Hessian (a covariance wrong by O(1)), and
+    MIGRAD's seed, finding zero second derivatives, fell back to a line search and a
+    diagonal metric.
+    """
 
     errordef = Minuit.LIKELIHOOD
 
-    def __init__(self, hessian: str) -> None:
+    def __init__(self, hessian: str, free: np.ndarray, n: int) -> None:
         self.target: Likelihood | None = None
         # the target's method that MIGRAD gets as its Hessian
         self._expected = hessian == "expected_hessian"
+        self.free = free
+        self._block = np.ix_(free, free)
+        #: the full parameter vector: the fixed parameters' values (set per fit)
+        self.base = np.zeros(n)
 
-    def __call__(self, x: np.ndarray) -> float:
-        return self.target(x)  # type: ignore[misc]
+    def full(self, u: np.ndarray) -> np.ndarray:
+        """The full parameter vector with the free parameters at ``u``."""
+        x = self.base.copy()
+        x[self.free] = u
+        return x
 
-    def grad(self, x: np.ndarray) -> np.ndarray:
-        return self.target.grad(x)  # type: ignore[union-attr]
+    def __call__(self, u: np.ndarray) -> float:
+        return self.target(self.full(u))  # type: ignore[misc]
 
-    def hessian(self, x: np.ndarray) -> np.ndarray:
-        if self._expected:
-            return self.target.expected_hessian(x)  # type: ignore[union-attr]
-        return self.target.hessian(x)  # type: ignore[union-attr]
+    def grad(self, u: np.ndarray) -> np.ndarray:
+        return np.asarray(self.target.grad(self.full(u)))[self.free]  # type: ignore[union-attr]
 
-    def g2(self, x: np.ndarray) -> np.ndarray:
+    def hessian(self, u: np.ndarray) -> np.ndarray:
+        t = self.target
+        x = self.full(u)
+        h = t.expected_hessian(x) if self._expected else t.hessian(x)  # type: ignore[union-attr]
+        return np.asarray(h)[self._block]
+
+    def g2(self, u: np.ndarray) -> np.ndarray:
         # iminuit (2.33) calls ``g2`` where it needs second derivatives without the full
         # matrix, even when it has a Hessian ("hessian overrides g2" warns otherwise),
         # and raises TypeError inside MIGRAD if there is none
-        return np.diag(self.hessian(x)).copy()
+        return np.diag(self.hessian(u)).copy()
 
 
 #: per thread (Dask workers run tasks in threads): Minuit objects by parameter set
@@ -75,15 +95,16 @@ def _seed_hessian(nll: Likelihood, hesse: bool,
     return None
 
 
-def _minuit_for(nll: Likelihood, params: ParameterSet,
-                hessian: str | None) -> Minuit:
-    """A Minuit object for ``params`` bound to ``nll``, in its initial state.
+def _minuit_for(nll: Likelihood, params: ParameterSet, hessian: str | None,
+                x0: np.ndarray) -> Minuit:
+    """A Minuit object over the free parameters of ``params``, bound to ``nll`` with the
+    fixed parameters at their values in ``x0`` and the free ones starting there.
 
     Building one costs ~0.2 ms (more than a T_cc+ NLL call), so it is kept per thread and
-    parameter set and :meth:`~iminuit.Minuit.reset` between fits. Limits, fixed flags and
-    steps come from ``params`` once; the start values are set by the caller. With
-    ``hessian`` (:func:`_seed_hessian`) that method of ``nll`` seeds MIGRAD's metric and,
-    if it is the exact ``hessian``, replaces HESSE's numerical second derivatives.
+    parameter set and :meth:`~iminuit.Minuit.reset` between fits. Limits and steps come
+    from ``params`` once. With ``hessian`` (:func:`_seed_hessian`) that method of ``nll``
+    seeds MIGRAD's metric and, if it is the exact ``hessian``, replaces HESSE's numerical
+    second derivatives. ``params`` must have a free parameter.
     """
     has_grad = nll.has_grad
     cache = getattr(_MINUITS, "cache", None)
@@ -94,21 +115,27 @@ def _minuit_for(nll: Likelihood, params: ParameterSet,
     if hit is None:
         if len(cache) >= _MAX_MINUITS:
             cache.clear()
-        obj = _Objective(hessian or "hessian")
-        m = Minuit(obj, params.values, grad=obj.grad if has_grad else False,
+        free = np.flatnonzero(params.free_mask)
+        obj = _Objective(hessian or "hessian", free, len(params))
+        m = Minuit(obj, params.values[free], grad=obj.grad if has_grad else False,
                    g2=obj.g2 if hessian else False,
-                   hessian=obj.hessian if hessian else False, name=params.names)
+                   hessian=obj.hessian if hessian else False, name=params.free_names)
         m.errordef = Minuit.LIKELIHOOD
         # -1: no Minuit2 messages at all. At 0 its C++ code still writes states MIGRAD
         # recovers from ("E VariableMetricBuilder Initial matrix not pos.def.") to stdout,
         # where they corrupt a command's JSON or CSV output; the fit status and
         # fail_reason say what happened. (Process-wide: Minuit2 has one print level.)
         m.print_level = -1
-        params.to_minuit(m)
+        for k, i in enumerate(free):
+            p = params.params[i]
+            m.limits[k] = p.limits
+            m.errors[k] = p.error_guess
         hit = cache[key] = (m, obj)
     m, obj = hit
     obj.target = nll
     m.reset()
+    obj.base = np.array(x0, dtype=float)
+    m.values = obj.base[obj.free]
     return m
 
 
@@ -214,8 +241,9 @@ def _single_fit_with(nll: Likelihood, params: ParameterSet,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m = _minuit_for(nll, params, _seed_hessian(nll, hesse, use_hessian))
-            m.values = x0
+            if not params.free_names:  # nothing to minimise (Minuit needs a parameter)
+                return _nothing_free(nll, params, x0, t0)
+            m = _minuit_for(nll, params, _seed_hessian(nll, hesse, use_hessian), x0)
             m.strategy = strategy
             m.tol = _DEFAULT_TOL if tol is None else tol
             m.migrad()
@@ -256,19 +284,18 @@ def _single_fit_with(nll: Likelihood, params: ParameterSet,
                     except Exception:  # a MINOS that fails leaves this parameter's
                         pass  # interval NaN in the record (the HESSE error stays)
         free = params.free_names
-        errors = np.array(m.errors, dtype=float)
-        errors[~params.free_mask] = np.nan
-        if not hesse:
-            errors[:] = np.nan  # not computed: MIGRAD's estimates are no errors to record
+        errors = np.full(len(params), np.nan)
+        if hesse:  # else not computed: MIGRAD's estimates are no errors to record
+            errors[params.free_mask] = np.array(m.errors, dtype=float)
         if hesse and m.covariance is not None:
-            cov = np.array(m.covariance, dtype=float)
-            idx = [params.index(n) for n in free]
-            cov = cov[np.ix_(idx, idx)]
+            cov = np.array(m.covariance, dtype=float)  # the free parameters, in order
         else:
             cov = np.full((len(free), len(free)), np.nan)
+        values = np.array(x0, dtype=float)
+        values[params.free_mask] = np.array(m.values, dtype=float)
         return FitResult(
             names=params.names,
-            values=np.array(m.values, dtype=float),
+            values=values,
             errors=errors,
             free_names=free,
             covariance=cov,
@@ -288,3 +315,22 @@ def _single_fit_with(nll: Likelihood, params: ParameterSet,
         nfcn = int(m.nfcn) if m is not None else 0
         return FitResult.failed(params, f"{type(exc).__name__}: {exc}",
                                 time.perf_counter() - t0, nfcn)
+
+
+def _nothing_free(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
+                  t0: float) -> FitResult:
+    """The MIGRAD path's result when every parameter is fixed: −ln L at ``x0``, not a
+    converged minimisation (as MIGRAD reports it), one call."""
+    try:
+        val = float(nll(np.asarray(x0, dtype=float)))
+    except Exception as exc:  # noqa: BLE001 - reported like any failing likelihood
+        return FitResult.failed(params, f"{type(exc).__name__}: {exc}",
+                                time.perf_counter() - t0, 1)
+    n = len(params)
+    return FitResult(
+        names=params.names, values=np.array(x0, dtype=float), errors=np.full(n, np.nan),
+        free_names=(), covariance=np.zeros((0, 0)), nll=val, valid=False,
+        status=FitStatus.INVALID, edm=0.0, nfcn=1, at_limit=False, covar_ok=False,
+        time=time.perf_counter() - t0, minos_lower=np.full(n, np.nan),
+        minos_upper=np.full(n, np.nan),
+        reason=FailReason.NOT_FINITE if not math.isfinite(val) else FailReason.OTHER)

@@ -460,3 +460,22 @@ def test_sigterm_is_an_interrupt(monkeypatch, capsys):
         signal.signal(signal.SIGTERM, old)
     assert code == 130 and time.monotonic() - t0 < 10
     assert capsys.readouterr().err == "toyengine: interrupted\n"
+
+
+def test_own_workers_drop_only_the_shutdown_heartbeat_record():
+    """The workers of the embedded cluster drop the heartbeat traceback of a stopped
+    scheduler (the shutdown race behind test_sigint_during_a_run_prints_the_saved_toys_line)
+    and keep every other record."""
+    import logging
+
+    from toyengine.run.client import _SHUTDOWN_QUIET
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, msg,
+                                 None, None)
+
+    assert not _SHUTDOWN_QUIET.filter(
+        record("Failed to communicate with scheduler during heartbeat."))
+    assert _SHUTDOWN_QUIET.filter(record("Compute Failed"))
+    assert _SHUTDOWN_QUIET.filter(record("failed during get data with %s -> %s"))
+

@@ -97,6 +97,19 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
     return client, cluster
 
 
+class _ShutdownHeartbeatFilter:
+    """Logging filter for the workers of our own cluster: drops the traceback of a heartbeat
+    that found the scheduler gone. Their scheduler lives in the client process, which stops
+    them after it (e.g. on Ctrl-C); a worker whose heartbeat was in flight then logged the
+    closed connection with a traceback under the client's one-line message."""
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.msg).startswith("Failed to communicate with scheduler")
+
+
+_SHUTDOWN_QUIET = _ShutdownHeartbeatFilter()
+
+
 def _main_thread() -> bool:
     import threading
 
@@ -106,10 +119,17 @@ def _main_thread() -> bool:
 class QuietStoreErrors(WorkerPlugin):
     """Worker plugin (our own local cluster): no log records with tracebacks for tasks
     that failed because the store cannot be written or reached, nor for the store's
-    connections dropped with it (:func:`~toyengine.store.location.quiet_store_errors`)."""
+    connections dropped with it (:func:`~toyengine.store.location.quiet_store_errors`), nor
+    for a heartbeat that found the client's scheduler gone at shutdown
+    (:class:`_ShutdownHeartbeatFilter`)."""
 
     def setup(self, worker: Any = None) -> None:
+        import logging
+
         quiet_store_errors()
+        logger = logging.getLogger("distributed.worker")
+        if _SHUTDOWN_QUIET not in logger.filters:
+            logger.addFilter(_SHUTDOWN_QUIET)
 
 
 def _running_capacity(client: Any) -> int:

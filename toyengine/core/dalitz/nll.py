@@ -175,12 +175,10 @@ class DalitzNLL(Likelihood):
         c, norms, A, a2, sig, tot = self._terms(x)
         # per event: w/tot and A* ∂ln tot/∂|A|²; per run: Σ |A|² ε|J| w/tot, Σ sig w/tot
         kernels = _kernels()
-
         n = tot.size
         aw, inv, sums = np.empty(n, complex), np.empty(n), np.empty((2, self.n_runs))
-        nsig = x[m._sig_idx]
-        kernels.event_weights(A, a2, sig, tot, self.ej, self.run_of, nsig / norms,
-                      _NONE if self.w is None else self.w, aw, inv, sums)
+        kernels.event_weights(A, a2, sig, tot, self.ej, self.run_of, x[m._sig_idx] / norms,
+                              _NONE if self.w is None else self.w, aw, inv, sums)
         # yields: d/dN_sig,r = 1 - sum_{i in r} (|A|^2 eps|J| / I_r)_i / tot_i
         np.add.at(g, m._sig_idx, 1.0 - sums[0] / norms)  # a yield may serve several runs
         if self.bk_idx.size:
@@ -212,8 +210,9 @@ class DalitzNLL(Likelihood):
             # the ∂n_j terms: ∂n_j/n_j times the F_j parts of both sums
             k_ = 2.0 * (cj * (fracs @ (st.N[:, j] @ cc) - S[j])).real
             W = st.norm_row_weights(j, fracs, cc)
-            kernels.gradient_weights(W, 2.0 * cj * nj, st.ev_slice[j].start, st.ev_ang[j], aw,
-                             st.norm_sel[j].start, nj * nj * k_, st.norm_w[j], st.g[j])
+            kernels.gradient_weights(W, 2.0 * cj * nj, st.ev_slice[j].start, st.ev_ang[j],
+                                     aw, st.norm_sel[j].start, nj * nj * k_, st.norm_w[j],
+                                     st.g[j])
             dg = st.model.components[j].lineshape.derivatives(
                 m.kin, st.geom[j], st.keys[j], st.g[j], pos)
             g[idx] += (dg @ W).real  # Re Σ ∂g W
@@ -246,7 +245,7 @@ class DalitzNLL(Likelihood):
         Nc = st.N @ c.conj()  # (R, nc): ∂I_r/∂Re c_j = 2 Re, ∂I_r/∂Im c_j = −2 Im
         kernels = _kernels()
         kernels.coefficient_jacobian(st.F.T, A, scale, rel, Nc, run_of, m._c_idx, m.polar,
-                             x[m._c_idx[:, 0]], x[m._c_idx[:, 1]], J)
+                                     x[m._c_idx[:, 0]], x[m._c_idx[:, 1]], J)
         # lineshape parameters: ∂F_ij = n_j ∂g_j P_L + (∂n_j/n_j) F_ij with
         # ∂n_j/n_j = −n_j² Σ w Re(g_j* ∂g_j) (Eq. 5) and, per run,
         # ∂I_r = 2 Re(c_j Σ_k ∂N_rjk c_k*) (:meth:`_State.norm_row_weights`)
@@ -265,7 +264,7 @@ class DalitzNLL(Likelihood):
                 dI[:, r] = ((dg @ W).real
                             + rho_n * 2.0 * (cj * (st.N[r, j] @ cc)).real)
             kernels.lineshape_jacobian(dg, st.ev_slice[j].start, st.ev_ang[j], nj, rho_n,
-                               st.F.T[j], cj, A, scale, rel, dI, run_of, idx, J)
+                                       st.F.T[j], cj, A, scale, rel, dI, run_of, idx, J)
         J[~free] = 0.0
         return J
 

@@ -558,44 +558,30 @@ class UnbinnedNLL(Likelihood):
         self.weights = weights
         # linear-interpolation stencil of each event on the grid (fixed during a fit)
         pos = (self.data - obs.lo) / model.h
-        k = np.clip(np.floor(pos).astype(np.int64), 0, len(model.grid) - 2)
+        k = np.minimum(np.maximum(np.floor(pos).astype(np.int64), 0), len(model.grid) - 2)
         self._k = k
         self._t = pos - k
         self._w = np.ones_like(self.data) if weights is None else weights
-        # the linear shapes' bases at the events, stacked, and where each one's rows are
-        self._linear = [i for i, b in enumerate(model._basis_grid) if b is not None]
-        self._parametric = [i for i, b in enumerate(model._basis_grid) if b is None]
+        lay = _Layout.of(model)
+        self._linear, self._parametric = lay.linear, lay.parametric
+        self._basis_cols, self._zoff = lay.basis_cols, lay.zoff
+        self._yidx, self._pidx, self._npar = lay.yidx, lay.pidx, lay.npar
+        self.constraint = lay.constraint
+        # the linear shapes' bases at the events, stacked (rows ``_basis_cols`` each)
         rows = [self._interp(model._basis_grid[i]) for i in self._linear]  # type: ignore[arg-type]
         self._basis = (np.concatenate(rows) if rows else np.empty((0, len(self.data))))
-        edges = np.cumsum([0] + [len(r) for r in rows]).tolist()
-        self._basis_cols = [slice(a, b) for a, b in itertools.pairwise(edges)]
-        self._yidx = np.asarray(model._yield_idx, dtype=np.int64)
-        self._pidx = np.array([j for s in model._shape_idx for j in s], dtype=np.int64)
-        self._npar = np.array([len(s) for s in model._shape_idx], dtype=np.int64)
-        self._zoff = [self._row_offsets(order) for order in range(3)]
         # per component: its rows at the shape values and order asked for last
         self._rows_cache: list[tuple | None] = [None] * len(model.components)
         self._last: _Point | None = None
-        self.constraint = NormalConstraint.from_parameters(model.parameters)
-        if model.supports_gradient():
+        if lay.has_grad:
             self.has_grad = True  # iminuit uses it when present
-            if model.supports_hessian():
+            if lay.has_hessian:
                 self.has_hessian = True  # and this one, in MIGRAD's seed and HESSE
 
     @property
     def ndata(self) -> float:
         """The number of events inside the observable's range."""
         return float(self.data.size)
-
-    def _row_offsets(self, order: int) -> np.ndarray:
-        """Where each component's rows start among the kernel's rows at ``order``: the
-        parametric components' grid rows, then the linear components' rows."""
-        zoff = np.zeros(len(self.model.components), dtype=np.int64)
-        start = 0
-        for i in self._parametric + self._linear:
-            zoff[i] = start
-            start += _n_rows(int(self._npar[i]), order)
-        return zoff
 
     def _interp(self, g: np.ndarray) -> np.ndarray:
         """The grid rows ``g`` linearly interpolated at the events."""
@@ -709,6 +695,58 @@ class UnbinnedNLL(Likelihood):
         hess = finite_difference_hessian(self, x, idx, steps)
         hinv = np.linalg.inv(hess)
         return hinv @ ((g * w**2) @ g.T) @ hinv
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What every :class:`UnbinnedNLL` of one model shares (its components and parameter
+    set, not its data): which components are linear or parametric, the rows and parameter
+    indices :func:`~toyengine.core.model1d_kernels.nll_terms` reads, the constraint terms.
+    Built once per model and parameter set (:meth:`of`), not once per toy."""
+
+    parameters: ParameterSet
+    linear: list[int]
+    parametric: list[int]
+    basis_cols: list[slice]
+    yidx: np.ndarray
+    pidx: np.ndarray
+    npar: np.ndarray
+    zoff: list[np.ndarray]
+    constraint: NormalConstraint
+    has_grad: bool
+    has_hessian: bool
+
+    @classmethod
+    def of(cls, model: Model1D) -> _Layout:
+        """The layout of ``model`` with its current parameter set (kept on the model)."""
+        lay = model.__dict__.get("_nll_layout")
+        if lay is not None and lay.parameters is model.parameters:
+            return lay
+        linear = [i for i, b in enumerate(model._basis_grid) if b is not None]
+        parametric = [i for i, b in enumerate(model._basis_grid) if b is None]
+        edges = [0]
+        for i in linear:
+            edges.append(edges[-1] + len(model._basis_grid[i]))  # type: ignore[arg-type]
+        npar = np.array([len(s) for s in model._shape_idx], dtype=np.int64)
+        zoff = []
+        for order in range(3):
+            # where each component's rows start among the kernel's rows at ``order``: the
+            # parametric components' grid rows, then the linear components' rows
+            z = np.zeros(len(model.components), dtype=np.int64)
+            start = 0
+            for i in parametric + linear:
+                z[i] = start
+                start += _n_rows(int(npar[i]), order)
+            zoff.append(z)
+        has_grad = model.supports_gradient()
+        lay = cls(model.parameters, linear, parametric,
+                  [slice(a, b) for a, b in itertools.pairwise(edges)],
+                  np.asarray(model._yield_idx, dtype=np.int64),
+                  np.array([j for s in model._shape_idx for j in s], dtype=np.int64), npar,
+                  zoff, NormalConstraint.from_parameters(model.parameters), has_grad,
+                  has_grad and model.supports_hessian())
+        model.__dict__["_nll_layout"] = lay
+        return lay
 
 
 def _check_discriminants(disc: Discriminants, components: Sequence[Component],

@@ -31,6 +31,10 @@ def test_round_trip_through_minuit():
     assert back["a"].value == m.values["a"]  # read back exactly
     assert math.isclose(back["a"].value, 2.0, abs_tol=1e-5)
     assert back["b"].value == -2.0 and back["b"].fixed
+    # a Minuit over the free parameters alone (as the fitter builds it): the ones it has
+    free = Minuit(lambda x: float(np.sum(x**2)), [1.0, 0.5], name=("a", "c"))
+    ps.to_minuit(free)
+    assert free.limits["a"] == (0.0, 5.0) and free.errors["c"] == ps["c"].error_guess
 
 
 def test_updated_and_constraints():

@@ -126,10 +126,7 @@ def _minuit_for(nll: Likelihood, params: ParameterSet, hessian: str | None,
         # where they corrupt a command's JSON or CSV output; the fit status and
         # fail_reason say what happened. (Process-wide: Minuit2 has one print level.)
         m.print_level = -1
-        for k, i in enumerate(free):
-            p = params.params[i]
-            m.limits[k] = p.limits
-            m.errors[k] = p.error_guess
+        params.to_minuit(m)
         hit = cache[key] = (m, obj)
     m, obj = hit
     obj.target = nll

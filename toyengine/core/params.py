@@ -247,8 +247,12 @@ class ParameterSet:
 
     # --- iminuit mapping ----------------------------------------------------------------
     def to_minuit(self, minuit: object) -> None:
-        """Copy limits, fixed flags and step sizes onto an ``iminuit.Minuit``."""
+        """Copy limits, fixed flags and step sizes onto an ``iminuit.Minuit``, by name, for
+        the parameters it has (e.g. one built over the free parameters alone)."""
+        names = set(minuit.parameters)  # type: ignore[attr-defined]
         for p in self.params:
+            if p.name not in names:
+                continue
             minuit.limits[p.name] = p.limits  # type: ignore[attr-defined]
             minuit.fixed[p.name] = p.fixed  # type: ignore[attr-defined]
             minuit.errors[p.name] = p.error_guess  # type: ignore[attr-defined]

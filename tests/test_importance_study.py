@@ -215,3 +215,50 @@ def test_studies_without_importance_keep_their_digest_and_fields():
     names = {f.name for f in Plan.of(spec).fields}
     assert "log_ratio" not in names and "sampled_from" not in names
     assert StudySpec.from_text(_study(GAUSS, 2)).digest != spec.digest
+
+
+#: GAUSS with H1 injected at the two points mu = ±0.5 instead of the models up and down
+GAUSS_POINTS = GAUSS.replace("importance: {inject: [up, down], fraction: 0.5}",
+                             "importance: {inject: [H1], points: {mu: [0.5, -0.5]}, "
+                             "fraction: 0.5}")
+
+
+def test_one_model_at_points_is_the_same_mixture_as_one_model_per_point():
+    """H1 (mu free, sigma fixed at 1) injected at mu = ±0.5 is the same density as the
+    models up and down: every toy gets the same component, data, fits and log ratios,
+    bit for bit, and the injected components are named by model and point."""
+    models = Plan.of(StudySpec.from_text(_study(GAUSS, 12)))
+    spec = StudySpec.from_text(_study(GAUSS_POINTS, 12))
+    points = Plan.of(spec)
+    assert points.injected == ("H1[0]", "H1[1]")
+    assert spec.importance["points"] == {"mu": [0.5, -0.5]}
+    a = run_chunk(models, Chunk(0, 0, 0, 12)).arrays
+    b = run_chunk(points, Chunk(0, 0, 0, 12)).arrays
+    assert set(a["sampled_from"]) == {0, 1, 2}
+    for name in ("sampled_from", "log_ratio", "nll", "value", "status"):
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    from toyengine.study.recipe import toy_data
+
+    # toy_data rebuilds an injected toy from the point, not the model's own values
+    t = int(np.flatnonzero(b["sampled_from"] == 1)[0])
+    np.testing.assert_array_equal(toy_data(spec, t), toy_data(StudySpec.from_text(
+        _study(GAUSS, 12)), t))
+
+
+def test_importance_points_are_checked_when_the_study_is_read():
+    text = _study(GAUSS_POINTS, 2)
+    with pytest.raises(SpecError, match="exactly one model"):
+        StudySpec.from_text(text.replace("inject: [H1]", "inject: [H1, up]"))
+    with pytest.raises(SpecError, match="one length K"):
+        StudySpec.from_text(text.replace("{mu: [0.5, -0.5]}",
+                                         "{mu: [0.5, -0.5], sigma: [1.0, 1.0, 1.0]}"))
+    spec = StudySpec.from_text(text.replace("{mu: [0.5, -0.5]}",
+                                            "{mu: [0.5, -0.5], sigma: 1.0}"))
+    assert spec.importance["points"]["sigma"] == [1.0, 1.0]
+    with pytest.raises(ModelError, match="'nu' is not a parameter of model 'H1'"):
+        Plan.of(StudySpec.from_text(text.replace("{mu: [", "{nu: [")))
+    with pytest.raises(ModelError, match=r"sigma = -1 is outside its limits"):
+        Plan.of(StudySpec.from_text(text.replace("{mu: [0.5, -0.5]}",
+                                                 "{mu: [0.5, -0.5], sigma: -1.0}")))
+    # the digest of a study without points is the one it had before points existed
+    assert "points" not in StudySpec.from_text(_study(GAUSS, 2)).importance

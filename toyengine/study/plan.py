@@ -275,6 +275,26 @@ def check_importance(spec: StudySpec) -> None:
             msg = (f"importance.inject: model {name!r} has {why} than the generating model "
                    f"{v.generate!r}; the weights need the same phase space and maps")
             raise ModelError(msg)
+    points = imp.get("points")
+    if points:
+        _check_points(build_model(spec, v, imp["inject"][0]).parameters, points,
+                      imp["inject"][0])
+
+
+def _check_points(params: Any, points: Mapping[str, Sequence[float]], name: str) -> None:
+    """Each column of ``importance.points`` names a parameter of the injected model and stays
+    within its limits (the model is sampled and its likelihood evaluated there)."""
+    for pname, col in points.items():
+        if pname not in params:
+            msg = (f"importance.points: {pname!r} is not a parameter of model {name!r} "
+                   f"({', '.join(params.names)})")
+            raise ModelError(msg)
+        lo, hi = params[pname].limits
+        bad = [x for x in col if not lo <= x <= hi]
+        if bad:
+            msg = (f"importance.points: {pname} = {bad[0]:g} is outside its limits "
+                   f"[{lo:g}, {hi:g}] in model {name!r} ({len(bad)} of {len(col)} points)")
+            raise ModelError(msg)
 
 
 def truth_and_reference(spec: StudySpec, params: Sequence[str]) -> tuple[np.ndarray,
@@ -380,9 +400,16 @@ class Plan:
 
     @property
     def injected(self) -> tuple[str, ...]:
-        """The injected models of an importance-sampled study (``importance.inject``)."""
+        """The injected components of an importance-sampled study: the models of
+        ``importance.inject``, or ``"name[k]"`` for its one model at point k of
+        ``importance.points``."""
         imp = self.spec.importance
-        return tuple(imp["inject"]) if imp else ()
+        if not imp:
+            return ()
+        if imp.get("points"):
+            n = len(next(iter(imp["points"].values())))
+            return tuple(f"{imp['inject'][0]}[{k}]" for k in range(n))
+        return tuple(imp["inject"])
 
     def empty_records(self, n_toys: int) -> dict[str, np.ndarray]:
         """The arrays of one chunk of ``n_toys`` toys, every field at its fill value."""

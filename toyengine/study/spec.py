@@ -98,7 +98,8 @@ class StudySpec:
     paired: bool = True
     #: fit each alternative generator to the nominal model's Asimov data set first
     reference_fit: bool = False
-    #: importance sampling (``{"inject": [model names], "fraction": a}``), None without
+    #: importance sampling (``{"inject": [model names], "fraction": a}``, and with
+    #: ``"points": {parameter: [K values]}`` one injected model at K points), None without
     importance: Mapping[str, Any] | None = None
     #: ``(module, source)`` of each plug-in builder's code at validation
     #: (:func:`toyengine.models.plugin_source`), sorted; empty without plug-ins. Not in the
@@ -374,7 +375,30 @@ def _validate_importance(f: StudyFile, nested_test: bool, fit: Mapping[str, Any]
                             f"other than generate ({f.generate!r})", source)
     if len(set(imp.inject)) != len(imp.inject):
         raise SpecError("importance.inject", imp.inject, "distinct model names", source)
-    return {"inject": list(imp.inject), "fraction": float(imp.fraction)}
+    out: dict[str, Any] = {"inject": list(imp.inject), "fraction": float(imp.fraction)}
+    if imp.points is not None:
+        out["points"] = _importance_points(imp.points, imp.inject, source)
+    return out
+
+
+def _importance_points(points: Mapping[str, Any], inject: list[str],
+                       source: str) -> dict[str, list[float]]:
+    """``importance.points`` as columns of one length K (a number is a column of K equal
+    values); ``inject`` must name exactly one model, the one evaluated at the points."""
+    if len(inject) != 1:
+        raise SpecError("importance.inject", inject, "exactly one model name when "
+                        "importance.points is given (that model is injected at each point)",
+                        source)
+    if not points:
+        raise SpecError("importance.points", {}, "at least one parameter column", source)
+    lengths = {len(v) for v in points.values() if isinstance(v, list)}
+    if len(lengths) > 1:
+        raise SpecError("importance.points", {k: len(v) for k, v in points.items()
+                                              if isinstance(v, list)},
+                        "columns of one length K (a number stands for K equal values)", source)
+    k = lengths.pop() if lengths else 1
+    return {name: [float(x) for x in v] if isinstance(v, list) else [float(v)] * k
+            for name, v in points.items()}
 
 
 def _validate_variants(f: StudyFile, models: Mapping[str, Any],

@@ -28,6 +28,8 @@ MAX_SEED = 2**63 - 1
 MAX_TOYS = 100_000_000
 #: most variants (``count`` expanded) a study may have
 MAX_VARIANTS = 100_000
+#: most injected parameter points of one importance-sampled study (`importance.points`)
+MAX_INJECTED_POINTS = 20_000
 
 #: checks the validator makes that the JSON Schema cannot express
 NOT_IN_SCHEMA = (
@@ -41,7 +43,9 @@ NOT_IN_SCHEMA = (
     "a variant with `mode: fit` patches a hypothesis and not the generator, in a paired study "
     "whose kind generates toys",
     "`importance` only for kind significance, without `fit.scan`; its `inject` names are "
-    "distinct models of the file other than `generate`",
+    "distinct models of the file other than `generate`; with `points`, `inject` names one "
+    "model, the columns have one length K (numbers count as columns of K) and name its "
+    "parameters, each value within the parameter's limits",
     "the `data` file exists and holds finite, non-object arrays of matching shapes",
     "option checks that involve several options (e.g. range / grid_step)",
     "the `mass1d` builder's checks inside `observable`, `parameters`, `components`, "
@@ -193,6 +197,10 @@ class TestSettings(StrictModel):
                                     "statistic)")
 
 
+#: one parameter's values at the injected points of `importance.points`
+PointColumn = Annotated[list[Number], Len(1, MAX_INJECTED_POINTS)]
+
+
 class ImportanceSettings(StrictModel):
     """Importance sampling of a significance study's toys for deep tails."""
 
@@ -202,6 +210,10 @@ class ImportanceSettings(StrictModel):
     fraction: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
         0.5, description="share a of the toys generated from the injected models; the rest "
         "come from `generate` (the defensive mixture: every weight is at most 1/(1 − a))")
+    points: dict[Name, Number | PointColumn] | None = Field(
+        None, description="inject one model (`inject: [name]`) at K parameter points instead "
+        "of K models: a column of K values per parameter (a number: the same at every point); "
+        "its other parameters keep their values")
 
 
 class VariantEntry(StrictModel):

@@ -262,3 +262,12 @@ def test_importance_points_are_checked_when_the_study_is_read():
                                                  "{mu: [0.5, -0.5], sigma: -1.0}")))
     # the digest of a study without points is the one it had before points existed
     assert "points" not in StudySpec.from_text(_study(GAUSS, 2)).importance
+
+
+def test_summary_names_the_injected_model_and_its_point_count(client, tmp_path):
+    spec = StudySpec.from_text(_study(GAUSS_POINTS, 40))
+    run_study(spec, tmp_path / "p.zarr", client=client, chunk_size=20, progress=None)
+    ds = open_results(tmp_path / "p.zarr")
+    assert list(ds["injected"].values) == ["H1[0]", "H1[1]"]
+    text = significance_summary(ds).to_text()
+    assert "generated from H1 at 2 parameter points (equal shares)" in text

@@ -86,3 +86,44 @@ def test_interrupt_message_bounds_what_may_still_land():
         "interrupted: 408/1000 toys saved; run the same command to resume")
     msg = str(Interrupted(408, 1000, 100))
     assert msg.startswith("interrupted: 408/1000 toys saved (up to 100 more may still land")
+
+
+#: t = 100 x̄² (exactly χ²(1)) with a quarter of the toys each from the mean at ±0.3
+IMPORTANCE = """
+name: live-importance
+kind: significance
+seed: 5
+toys: 60
+models:
+  H0:
+    builder: gauss
+    options: {events: 100}
+    parameters: {mu: {value: 0.0, fixed: true}, sigma: {value: 1.0, fixed: true}}
+  H1:
+    builder: gauss
+    options: {events: 100}
+    parameters: {sigma: {value: 1.0, fixed: true}}
+generate: H0
+hypotheses: [H0, H1]
+test: {h0: H0, h1: H1, ndof: 1, observed: 9.0}
+importance: {inject: [H1], points: {mu: [0.3, -0.3]}, fraction: 0.5}
+"""
+
+
+def test_live_pvalue_of_an_importance_sampled_study_is_the_weighted_one(tmp_path):
+    """The running p of an importance-sampled study is the summary's weighted estimate ±
+    its error, not the fraction of mixture toys beyond t_obs (here 10/60, 60 times
+    P_0(t ≥ 9) = 0.0027)."""
+    from toyengine.study.spec import StudySpec
+
+    spec = StudySpec.from_text(IMPORTANCE)
+    live, ds = _store_and_live(spec, tmp_path / "s.zarr", chunk_size=20, resume_after=1)
+    pv = live.pvalue()
+    s = significance_summary(ds)
+    imp = s.importance
+    assert pv["weighted"] and pv["n"] == imp["n_toys"] == 60
+    assert pv["k"] == imp["n_exceed"] >= 5
+    np.testing.assert_allclose(pv["p"], imp["p"], rtol=1e-12)
+    np.testing.assert_allclose(pv["hi"] - pv["p"], imp["error"], rtol=1e-9)
+    assert pv["p"] < 0.2 * pv["k"] / pv["n"]  # far below the unweighted fraction
+    assert "importance-sampled" in physics_text(live.to_dict(), spec.kind)

@@ -18,6 +18,7 @@ from toyengine.run.precision import (
     run_to_precision,
     systematic_stat_errors,
     toys_for_stat_errors,
+    toys_for_weighted_precision,
 )
 from toyengine.summary import render_summary
 
@@ -31,6 +32,17 @@ def test_parse_precision():
     for bad in ("0", "-1", "x", "delta_m=", "=0.1", "delta_m=-1", "delta_m=nan"):
         with pytest.raises(ToyEngineError, match="NAME=ERROR"):
             parse_precision(bad)
+
+
+def test_toys_for_weighted_precision():
+    # an importance-sampled p with 40 % relative error on 500 toys: 20 % needs 4 x 500,
+    # with the 10 % margin 2200; no toy beyond t_obs yet: twice the toys
+    assert toys_for_weighted_precision(0.4, 500, 0.2, 10**6) == 2200
+    assert toys_for_weighted_precision(0.1, 500, 0.2, 10**6) == 500
+    assert toys_for_weighted_precision(float("nan"), 500, 0.2, 10**6) == 1000
+    assert toys_for_weighted_precision(0.4, 500, 0.2, 1500) == 1500         # capped
+    with pytest.raises(ToyEngineError, match="precision"):
+        toys_for_weighted_precision(0.4, 500, 1.5, 10**6)
 
 
 def test_toys_for_stat_errors():

@@ -472,7 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--precision", type=_precision, metavar="TARGET",
                    help="run in rounds, extending the store, until the target is reached: "
                    "a number is the relative error of the toy p-value at test.observed "
-                   "(significance studies); NAME=ERROR[,NAME=ERROR] the statistical error "
+                   "(significance studies; the weighted estimate's standard error with "
+                   "importance sampling); NAME=ERROR[,NAME=ERROR] the statistical error "
                    "of every paired shift and of the total, in the parameter's unit "
                    "(model-variation studies, e.g. delta_m=0.001)")
     r.add_argument("--max-toys", type=_int_at_least(1), default=100000,

@@ -127,12 +127,16 @@ class LivePhysics:
     #: toys per variant of a paired store (common random numbers): the shifts are then
     #: per-toy differences to the nominal twin, which needs the values per toy; 0: unpaired
     paired_toys: int = 0
+    #: mixture fraction a of an importance-sampled study (``importance.fraction``; NaN
+    #: without): the running p is then the weighted estimate, from the chunks' ``log_ratio``
+    importance_fraction: float = math.nan
     _pulls: dict[str, _Moments] = field(default_factory=dict)
     _per_toy: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)
     _values: dict[tuple[int, str], _Moments] = field(default_factory=dict)
     _shifts: dict[tuple[str, str], _Moments] = field(default_factory=dict)
     _t: _Moments = field(default_factory=_Moments)
     _exceed: int = 0
+    _weighted: _Moments = field(default_factory=_Moments)  # w · 1[t ≥ t_obs] per toy
 
     def __post_init__(self) -> None:
         self.truth = np.asarray(self.truth, dtype=float)
@@ -175,10 +179,16 @@ class LivePhysics:
             i0, i1 = self.hypotheses.index(self.h0), self.hypotheses.index(self.h1)
             both = valid[:, i0] & valid[:, i1]
             t = 2.0 * (a["nll"][both, i0] - a["nll"][both, i1])
-            t = t[np.isfinite(t)]
+            keep = np.isfinite(t)
+            t = t[keep]
             self._t.add(t)
             if math.isfinite(self.observed_t):
                 self._exceed += int(np.count_nonzero(t >= self.observed_t))
+                if math.isfinite(self.importance_fraction):
+                    from ..summary.importance import mixture_weights
+
+                    w = mixture_weights(a["log_ratio"][both][keep], self.importance_fraction)
+                    self._weighted.add(np.where(t >= self.observed_t, w, 0.0))
         if kind.systematic and not kind.one_data_set:  # generated toys per variant
             ok = valid[:, 0]
             for p, ip in pidx.items():
@@ -217,6 +227,16 @@ class LivePhysics:
         a = 1.0 - _CL
         lo = float(stats.beta.ppf(a / 2, k, n - k + 1)) if k > 0 else 0.0
         hi = float(stats.beta.ppf(1 - a / 2, k + 1, n - k)) if k < n else 1.0
+        if math.isfinite(self.importance_fraction):
+            # the importance-sampled estimate ± its standard error; with no toy beyond
+            # t_obs the weight-bound upper limit (ImportanceP.upper_limit)
+            m = self._weighted
+            p = m.mean
+            err = m.std / math.sqrt(m.n) if m.n > 1 else math.nan
+            upper = min(hi / (1.0 - self.importance_fraction), 1.0)
+            return {"n": n, "k": k, "p": p, "lo": max(p - err, 0.0) if k else 0.0,
+                    "hi": p + err if k else upper, "t_obs": self.observed_t,
+                    "weighted": True}
         return {"n": n, "k": k, "p": k / n if n else math.nan, "lo": lo, "hi": hi,
                 "t_obs": self.observed_t}
 
@@ -285,7 +305,9 @@ def physics_text(d: dict[str, Any], kind: str = "") -> str:
     if pv is not None and pv["n"]:
         p_txt = (f"< {_num(pv['hi'], 2)}" if pv["k"] == 0
                  else f"{_num(pv['p'], 3)} [{_num(pv['lo'], 2)}, {_num(pv['hi'], 2)}]")
-        parts.append(f"toy p(t ≥ {_num(pv['t_obs'], 4)}) {p_txt} ({pv['k']}/{pv['n']})")
+        what = "importance-sampled " if pv.get("weighted") else ""
+        parts.append(f"toy p(t ≥ {_num(pv['t_obs'], 4)}) {what}{p_txt} "
+                     f"({pv['k']}/{pv['n']})")
     elif "t" in d:
         parts.append(f"t mean {_num(d['t']['mean'])}")
     for p, rows in d.get("shifts", {}).items():
@@ -322,7 +344,7 @@ def fold_store(physics: LivePhysics, group: Any, chunks: Sequence[Any],
         if done[c.index]:
             by_variant.setdefault(c.variant, []).append(c)
     for v, cs in by_variant.items():
-        arrays = {k: np.asarray(group[k][v]) for k in LIVE_FIELDS}
+        arrays = {k: np.asarray(group[k][v]) for k in _live_fields(group)}
         for c in cs:
             res = ChunkResult(c, {k: a[c.start:c.stop] for k, a in arrays.items()})
             failed += res.n_failed
@@ -333,7 +355,14 @@ def fold_store(physics: LivePhysics, group: Any, chunks: Sequence[Any],
 def live_part(res: ChunkResult) -> ChunkResult:
     """The part of a chunk's result the client's progress reads (:data:`LIVE_FIELDS`):
     what a worker that writes its own chunk sends back."""
-    return ChunkResult(res.chunk, {k: res.arrays[k] for k in LIVE_FIELDS}, res.elapsed)
+    return ChunkResult(res.chunk, {k: res.arrays[k] for k in _live_fields(res.arrays)},
+                       res.elapsed)
+
+
+def _live_fields(arrays: Any) -> tuple[str, ...]:
+    """:data:`LIVE_FIELDS`, and ``log_ratio`` where there is one (importance sampling:
+    the running p is weighted)."""
+    return (*LIVE_FIELDS, "log_ratio") if "log_ratio" in arrays else LIVE_FIELDS
 
 
 #: seconds between redraws of the terminal bar's running numbers

@@ -93,6 +93,24 @@ def toys_for_precision(n_exceed: int, n_toys: int, precision: float, max_toys: i
     return int(min(max_toys, max(need, 2 * n_toys)))
 
 
+def toys_for_weighted_precision(rel_error: float, n_toys: int, precision: float,
+                                max_toys: int) -> int:
+    """Toys needed for an importance-sampled p-value (:mod:`toyengine.summary.importance`)
+    with relative standard error ``precision``, from its relative error ``rel_error`` on
+    ``n_toys``: the error of a mean of weighted indicators scales as ``1/√n``, so
+    ``n × (rel_error / precision)²`` with a 10 % margin. With no toy beyond t_obs yet
+    (``rel_error`` NaN) twice the current count; never more than ``max_toys``."""
+    if not 0.0 < precision < 1.0:
+        msg = f"--precision {precision!r} must lie in (0, 1) (a relative error)"
+        raise ToyEngineError(msg)
+    if not math.isfinite(rel_error):
+        return int(min(max_toys, max(2 * n_toys, 100)))
+    if rel_error <= precision:
+        return n_toys
+    need = int(math.ceil(n_toys * (rel_error / precision) ** 2 * MARGIN - 1e-9))
+    return int(min(max_toys, max(need, n_toys + 1)))
+
+
 def toys_for_stat_errors(errors: Mapping[str, float], targets: Mapping[str, float],
                          n_toys: int, max_toys: int) -> int:
     """Toys per variant for statistical errors ``errors`` (measured on ``n_toys``) to reach
@@ -187,10 +205,17 @@ def run_to_precision(spec: StudySpec, store: str | Path, precision: float | dict
         else:
             from ..summary.teststat import test_statistic
 
-            t = np.asarray(test_statistic(ds).isel(variant=0).values)
-            t = t[np.isfinite(t)]
+            t_all = np.asarray(test_statistic(ds).isel(variant=0).values)
+            t = t_all[np.isfinite(t_all)]
             k = int(np.sum(t >= float(spec.test["observed"])))
-            want = toys_for_precision(k, int(t.size), targets, max_toys)
+            if spec.importance is not None:  # the weighted estimate's own error
+                from ..summary.significance import importance_estimate
+
+                imp = importance_estimate(ds, 0, float(spec.test["observed"]), t_all)
+                rel = imp.error / imp.p if imp is not None and imp.p > 0 else math.nan
+                want = toys_for_weighted_precision(rel, n, targets, max_toys)
+            else:
+                want = toys_for_precision(k, int(t.size), targets, max_toys)
             reached = want <= n and k > 0
             rounds.append({"toys": n, "n_exceed": k})
         loc.write_json(PRECISION_KEY, {"targets": targets, "max_toys": max_toys,

@@ -145,7 +145,9 @@ def _live_physics(plan: Plan, info: StoreInfo) -> LivePhysics:
         variant_groups=[v.group for v in spec.variants],
         h0=str(test.get("h0", "")), h1=str(test.get("h1", "")),
         observed_t=float(test.get("observed", math.nan)),
-        paired_toys=info.toys if spec.paired else 0)
+        paired_toys=info.toys if spec.paired else 0,
+        importance_fraction=float(spec.importance["fraction"]) if spec.importance
+        else math.nan)
 
 
 class _StorePreparation:

@@ -49,6 +49,7 @@ class Field:
 _HP = ("hypothesis", "param")
 _H = ("hypothesis",)
 _F8, _I8, _I1, _B = np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.int8), np.dtype(bool)
+_I2 = np.dtype(np.int16)  # up to 20000 injected components (`importance.points`)
 
 #: every per-toy field, in store order
 RECORD_FIELDS: tuple[Field, ...] = (
@@ -107,14 +108,15 @@ RECORD_FIELDS: tuple[Field, ...] = (
     Field("scan_t", ("scan_point",), _F8, math.nan, "",
           "t = 2(nll_h0 − nll_h1(θ)) with the scan parameters fixed at each grid point θ "
           "(NaN for toys beyond `fit.scan.toys`)", requires="scan"),
-    Field("sampled_from", (), _I1, -1, "",
+    Field("sampled_from", (), _I2, -1, "",
           "mixture component the toy was generated from: 0 the study's `generate` model, k "
-          "the k-th model of `importance.inject` (−1 if not generated)",
+          "the k-th model of `importance.inject` or point of `importance.points` (−1 if "
+          "not generated; int8 in stores made before points existed)",
           requires="importance"),
     Field("log_ratio", ("injected",), _F8, math.nan, "",
           "ln p_k(data) − ln p_0(data): the toy's log-likelihood under each injected model "
-          "minus that under `generate`, both at their generation values (extended, "
-          "constraint terms left out)", requires="importance"),
+          "(or the injected model at each point) minus that under `generate`, both at their "
+          "generation values (extended, constraint terms left out)", requires="importance"),
     Field("error_naive", _HP, _F8, math.nan, "param",
           "the sWeighted fit's naive error √diag H⁻¹ (H the weighted Hessian); `error` "
           "holds the asymptotically correct one (Langenbruch, Eur. Phys. J. C 82 (2022) 393)",

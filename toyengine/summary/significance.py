@@ -429,7 +429,8 @@ class SignificanceSummary:
         if imp is not None:
             notes.append(
                 f"Importance sampling: {fmt_num(100 * imp['fraction'], 3)} % of the toys "
-                f"generated from {', '.join(imp['inject'])} (equal shares), the rest under "
+                f"generated from {_injected_text(imp['inject'])} (equal shares), the rest "
+                "under "
                 "h0; p_toys = mean of w·1[t ≥ t_obs] with w = p_h0/p_mixture, ± its "
                 "standard error.")
         if self.lee is not None:
@@ -731,3 +732,13 @@ def _fixed_flat_note(raw: object) -> str:
         when = "every fit" if d["always"] else "fits with " + ", ".join(d["off"]) + " = 0"
         parts.append(f"{h}: {', '.join(d['flat'])} in {when}")
     return "; ".join(parts)
+
+
+def _injected_text(names: list[str]) -> str:
+    """The injected components for the summary's note: the models, or ``"H1 at K parameter
+    points"`` for one model injected at the points of ``importance.points`` (named
+    ``H1[0]``, ``H1[1]``, …)."""
+    models = {n.rpartition("[")[0] for n in names if n.endswith("]") and "[" in n}
+    if len(models) == 1 and all(n.endswith("]") and "[" in n for n in names):
+        return f"{models.pop()} at {len(names)} parameter points"
+    return ", ".join(names)

@@ -559,7 +559,9 @@ def importance_log_ratios(spec: StudySpec, variant: Variant, data: Any) -> np.nd
     if imp.get("points"):
         model = build_model(spec, variant, imp["inject"][0])
         nll = model.nll(data)
-        return np.array([-float(nll(x)) - l0 for x in _point_values(model, imp["points"])])
+        constraint = NormalConstraint.from_parameters(model.parameters)
+        return np.array([constraint.add_value(-float(nll(x)), x) - l0
+                         for x in _point_values(model, imp["points"])])
     return np.array([_generation_log_likelihood(build_model(spec, variant, m), data) - l0
                      for m in imp["inject"]])
 

@@ -271,3 +271,13 @@ def test_summary_names_the_injected_model_and_its_point_count(client, tmp_path):
     assert list(ds["injected"].values) == ["H1[0]", "H1[1]"]
     text = significance_summary(ds).to_text()
     assert "generated from H1 at 2 parameter points (equal shares)" in text
+
+
+def test_show_prints_the_points_as_count_and_ranges():
+    from toyengine.study.show import describe_study
+
+    text = describe_study(StudySpec.from_text(_study(GAUSS_POINTS, 2)))
+    assert "importance:\n  inject:\n  - H1\n  fraction: 0.5\n  points:\n    count: 2\n" \
+           "    mu: -0.5 … 0.5\n" in text
+    models = describe_study(StudySpec.from_text(_study(GAUSS, 2)))
+    assert "importance:\n  inject:\n  - up\n  - down\n  fraction: 0.5\n" in models

@@ -6,7 +6,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -104,6 +106,18 @@ def _param_rows(spec: StudySpec, model: str) -> list[str]:
     return rows
 
 
+def _importance_text(imp: Mapping[str, Any]) -> dict[str, Any]:
+    """``importance:`` for :func:`describe_study`: the points of ``importance.points`` as
+    their count and each parameter's range (thousands of values are not for reading)."""
+    out: dict[str, Any] = {"inject": list(imp["inject"]), "fraction": imp["fraction"]}
+    points = imp.get("points")
+    if points:
+        out["points"] = {"count": len(next(iter(points.values())))} | {
+            name: f"{min(col):g} … {max(col):g}" if min(col) != max(col) else col[0]
+            for name, col in points.items()}
+    return out
+
+
 def describe_study(spec: StudySpec, cost: CostEstimate | None = None) -> str:
     """The validated study (defaults filled in) as YAML, then each model's parameters as
     built, the number of fits and, if given, the cost estimate."""
@@ -118,6 +132,8 @@ def describe_study(spec: StudySpec, cost: CostEstimate | None = None) -> str:
         "models": {k: dict(m) for k, m in spec.models.items()},
         "digest": spec.digest,
     }
+    if spec.importance is not None:
+        resolved["importance"] = _importance_text(spec.importance)
     if spec.plugin_sources:  # the plug-ins' code: module file sha256 or distribution version
         resolved["plugin_sources"] = dict(spec.plugin_sources)
     out = ["# study (validated; defaults filled in)",

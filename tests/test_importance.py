@@ -71,3 +71,13 @@ def test_importance_bad_fraction_is_one_clear_error():
         importance_pvalue(1.0, 10, np.random.default_rng(0), sample_null=lambda r: 0,
                           alternatives=[(lambda r: 0, lambda d: 0.0)],
                           statistic=lambda d: 0.0, alt_fraction=1.0)
+
+
+def test_top_share_says_when_one_toy_carries_the_estimate():
+    from toyengine.summary.importance import weighted_pvalue
+
+    t = np.array([1.0, 5.0, 6.0, 7.0, 2.0])
+    w = np.array([1.0, 0.1, 0.3, 0.6, 1.0])
+    r = weighted_pvalue(t, w, 4.0, 0.5)
+    assert r.n_exceed == 3 and r.top_share == pytest.approx(0.6)  # 0.6 of 0.1 + 0.3 + 0.6
+    assert math.isnan(weighted_pvalue(t, w, 9.0, 0.5).top_share)  # no toy beyond

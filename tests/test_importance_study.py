@@ -106,6 +106,8 @@ def _check_p25(ds) -> dict:
     assert d["importance"]["ess"] == imp["ess"] and d["p_toys"] == s.p_toys
     text = s.to_text()
     assert "effective sample size" in text and "importance-sampled" in text
+    # thousands of bounded weights: no toy carries the estimate
+    assert "largest toy's share of p_toys" in text and imp["top_share"] < 0.05
     return imp
 
 
@@ -281,3 +283,31 @@ def test_show_prints_the_points_as_count_and_ranges():
            "    mu: -0.5 … 0.5\n" in text
     models = describe_study(StudySpec.from_text(_study(GAUSS, 2)))
     assert "importance:\n  inject:\n  - up\n  - down\n  fraction: 0.5\n" in models
+
+
+def test_paper_table_row_of_an_importance_sampled_store(client, tmp_path):
+    """The paper table's importance-sampled row: p ± error with the toy count beyond t_obs
+    and the largest toy's share; with no toy beyond t_obs (t = 400 is 20σ) the weight-bound
+    upper limit and a lower limit on Z, never p = 0 ± 0."""
+    from toyengine.summary._common import fmt_num
+    from toyengine.summary.paper import significance_paper_table
+
+    rows = {}
+    for obs in ("25.0", "400.0"):
+        spec = StudySpec.from_text(_study(GAUSS_POINTS, 40).replace("observed: 25.0",
+                                                                    f"observed: {obs}"))
+        run_study(spec, tmp_path / f"{obs}.zarr", client=client, chunk_size=20,
+                  progress=None)
+        ds = open_results(tmp_path / f"{obs}.zarr")
+        table = {r[0].text: (r[1].text, r[2].text) for r in significance_paper_table(ds).rows}
+        rows[obs] = (table["p, Z from toys (importance-sampled)"],
+                     significance_summary(ds).importance)
+    (text, count), imp = rows["25.0"]
+    assert imp["n_exceed"] > 0  # seed 3: about half the injected toys reach t = 25
+    assert text.startswith(f"{fmt_num(imp['p'], 3)} ± ") and "largest toy" in text
+    assert count == f"{imp['n_exceed']}/40"
+    (text, count), imp = rows["400.0"]
+    assert imp["n_exceed"] == 0
+    assert text.startswith(f"< {fmt_num(imp['upper_limit'], 2)} (no toy beyond t_obs")
+    assert text.endswith(f"> {fmt_num(significance_summary(ds).z_toys, 3)}σ")
+    assert count == "0/40"

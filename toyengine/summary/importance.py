@@ -46,6 +46,10 @@ class ImportanceP:
         Effective sample size ``(Σ w)² / Σ w²`` of all weights.
     alt_fraction : float
         Mixture fraction ``a`` of the injected model.
+    top_share : float
+        The largest single toy's share of ``p`` (``max w·1[t ≥ t_obs] / Σ w·1[t ≥ t_obs]``;
+        NaN when no toy exceeds). Near 1 the estimate rests on one toy, and its standard
+        error, computed from the same few terms, is not reliable either: run more toys.
     """
 
     p: float
@@ -55,6 +59,7 @@ class ImportanceP:
     n_exceed: int
     ess: float
     alt_fraction: float
+    top_share: float = math.nan
 
     def z(self) -> float:
         """Two-sided significance ``Φ⁻¹(1 − p/2)``."""
@@ -124,8 +129,10 @@ def weighted_pvalue(t: np.ndarray, weights: np.ndarray, t_obs: float,
     hit = t >= float(t_obs)
     y = w * hit
     ess = float(np.sum(w) ** 2 / np.sum(w**2)) if np.any(w > 0) else 0.0
+    total = float(np.sum(y))
+    top = float(np.max(y)) / total if total > 0 else math.nan
     return ImportanceP(float(np.mean(y)), float(np.std(y, ddof=1) / math.sqrt(n)),
-                       float(t_obs), n, int(hit.sum()), ess, float(alt_fraction))
+                       float(t_obs), n, int(hit.sum()), ess, float(alt_fraction), top)
 
 
 def importance_pvalue(

@@ -81,11 +81,18 @@ def significance_paper_table(ds: xr.Dataset, *, t_reference: float | None = None
                      f"{fmt_num(g.p, 3)} [{fmt_num(g.p_lo, 2)}, {fmt_num(g.p_hi, 2)}], "
                      f"{fmt_num(g.z_two, 3)}σ", f"{g.n_toys}", g.p))
     imp = s.importance
-    if imp is not None and t_reference is None:
+    if imp is not None and t_reference is None and imp["n_exceed"] == 0:
+        # no toy beyond t_obs: the weight-bound upper limit and a lower limit on Z
+        rows.append(("p, Z from toys (importance-sampled)",
+                     f"< {fmt_num(imp['upper_limit'], 2)} (no toy beyond t_obs, weight "
+                     f"bound), > {fmt_num(s.z_toys, 3)}σ", f"0/{imp['n_toys']}",
+                     imp["upper_limit"]))
+    elif imp is not None and t_reference is None:
         rows.append(("p, Z from toys (importance-sampled)",
                      f"{fmt_num(imp['p'], 3)} ± {fmt_num(imp['error'], 2)} (ESS "
-                     f"{fmt_num(imp['ess'], 3)}), {fmt_num(s.z_toys, 3)}σ",
-                     f"{imp['n_toys']}", imp["p"]))
+                     f"{fmt_num(imp['ess'], 3)}, largest toy {fmt_num(imp['top_share'], 2)} "
+                     f"of p), {fmt_num(s.z_toys, 3)}σ",
+                     f"{imp['n_exceed']}/{imp['n_toys']}", imp["p"]))
     else:
         rows.append(("p, Z from toys (importance-sampled)", "not run"
                      if imp is None else "at the study's test.observed only", "—", math.nan))

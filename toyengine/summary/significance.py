@@ -92,7 +92,8 @@ class SignificanceSummary:
         The calibration (dimension, dof, levels, mean counts, coefficients, scans used).
     importance : dict or None
         For an importance-sampled store (``log_ratio``): ``p``, its standard ``error``,
-        ``ess`` (effective sample size), ``n_exceed``, ``n_toys``, ``fraction`` and
+        ``ess`` (effective sample size), ``top_share`` (the largest toy's share of p),
+        ``n_exceed``, ``n_toys``, ``fraction`` and
         ``inject``. ``p_toys`` is then this weighted estimate with the interval
         ``p ± error``; every unweighted statistic (mean, χ² fit, tail checks) uses only the
         toys drawn from the null model (``n_used`` counts them).
@@ -400,6 +401,9 @@ class SignificanceSummary:
                              f"{fmt_num(self.p_toys, 3)} ± {fmt_num(imp['error'], 2)} "
                              f"({k}/{n})", self.p_toys))
             rows.append(("effective sample size", fmt_num(imp["ess"], 4), imp["ess"]))
+            if imp["n_exceed"]:
+                rows.append(("largest toy's share of p_toys", fmt_num(imp["top_share"], 2),
+                             imp["top_share"]))
         elif n:
             lo, hi = self.p_toys_interval
             rows.append(("p_toys (n_exceed / n_toys) [CP 68%]",
@@ -522,6 +526,7 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                    p_toys_count=(imp.n_exceed, imp.n_toys),
                    z_toys=float(p_to_z(upper if none else imp.p)), z_toys_is_lower_limit=none,
                    importance={"p": imp.p, "error": imp.error, "ess": imp.ess,
+                               "top_share": imp.top_share,
                                "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
                                "fraction": imp.alt_fraction, "upper_limit": upper,
                                "inject": str(ds.attrs.get("importance_inject", "")).split()})

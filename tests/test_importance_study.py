@@ -122,6 +122,7 @@ def test_gaussian_mean_reaches_five_sigma_within_its_error(client, tmp_path):
     assert imp["error"] < 0.1 * P25
     assert imp["ess"] > 0.4 * 4000
     assert imp["n_toys"] == 4000 and imp["inject"] == ["up", "down"]
+    assert imp["inject_points"] is None
     drawn = np.bincount(ds["sampled_from"].values.ravel(), minlength=3)
     # component shares 1/2, 1/4, 1/4 within 4 binomial standard deviations
     for k, share in enumerate((0.5, 0.25, 0.25)):
@@ -271,8 +272,11 @@ def test_summary_names_the_injected_model_and_its_point_count(client, tmp_path):
     run_study(spec, tmp_path / "p.zarr", client=client, chunk_size=20, progress=None)
     ds = open_results(tmp_path / "p.zarr")
     assert list(ds["injected"].values) == ["H1[0]", "H1[1]"]
-    text = significance_summary(ds).to_text()
-    assert "generated from H1 at 2 parameter points (equal shares)" in text
+    summary = significance_summary(ds)
+    assert "generated from H1 at 2 parameter points (equal shares)" in summary.to_text()
+    # the dictionary names the model and counts its points (not one name per point)
+    imp = summary.to_dict()["importance"]
+    assert (imp["inject"], imp["inject_points"]) == (["H1"], 2)
 
 
 def test_show_prints_the_points_as_count_and_ranges():

@@ -433,7 +433,7 @@ class SignificanceSummary:
         if imp is not None:
             notes.append(
                 f"Importance sampling: {fmt_num(100 * imp['fraction'], 3)} % of the toys "
-                f"generated from {_injected_text(imp['inject'])} (equal shares), the rest "
+                f"generated from {_injected_text(imp)} (equal shares), the rest "
                 "under "
                 "h0; p_toys = mean of w·1[t ≥ t_obs] with w = p_h0/p_mixture, ± its "
                 "standard error.")
@@ -529,7 +529,7 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                                "top_share": imp.top_share,
                                "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
                                "fraction": imp.alt_fraction, "upper_limit": upper,
-                               "inject": str(ds.attrs.get("importance_inject", "")).split()})
+                               **_injected(str(ds.attrs.get("importance_inject", "")).split())})
     elif used.size:
         e = empirical_pvalue(used, t_obs, cl)
         lower = e.n_exceed == 0
@@ -739,11 +739,21 @@ def _fixed_flat_note(raw: object) -> str:
     return "; ".join(parts)
 
 
-def _injected_text(names: list[str]) -> str:
+def _injected(names: list[str]) -> dict[str, Any]:
+    """The injected components as the summary records them: ``inject``, the models, and
+    ``inject_points``, the number of parameter points when one model is injected at the
+    points of ``importance.points`` (the store names them ``H1[0]``, ``H1[1]``, …; listing
+    thousands of them says nothing), else ``None``."""
+    pointed = bool(names) and all(n.endswith("]") and "[" in n for n in names)
+    models = sorted({n.rpartition("[")[0] for n in names}) if pointed else list(names)
+    if pointed and len(models) == 1:
+        return {"inject": models, "inject_points": len(names)}
+    return {"inject": list(names), "inject_points": None}
+
+
+def _injected_text(imp: dict[str, Any]) -> str:
     """The injected components for the summary's note: the models, or ``"H1 at K parameter
-    points"`` for one model injected at the points of ``importance.points`` (named
-    ``H1[0]``, ``H1[1]``, …)."""
-    models = {n.rpartition("[")[0] for n in names if n.endswith("]") and "[" in n}
-    if len(models) == 1 and all(n.endswith("]") and "[" in n for n in names):
-        return f"{models.pop()} at {len(names)} parameter points"
-    return ", ".join(names)
+    points"`` for one model injected at K points (:func:`_injected`)."""
+    if imp.get("inject_points"):
+        return f"{imp['inject'][0]} at {imp['inject_points']} parameter points"
+    return ", ".join(imp["inject"])

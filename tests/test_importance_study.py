@@ -123,6 +123,7 @@ def test_gaussian_mean_reaches_five_sigma_within_its_error(client, tmp_path):
     assert imp["ess"] > 0.4 * 4000
     assert imp["n_toys"] == 4000 and imp["inject"] == ["up", "down"]
     assert imp["inject_points"] is None
+    assert imp["reliable"] and imp["pareto_k"] < imp["k_threshold"]  # a proposal that fits
     drawn = np.bincount(ds["sampled_from"].values.ravel(), minlength=3)
     # component shares 1/2, 1/4, 1/4 within 4 binomial standard deviations
     for k, share in enumerate((0.5, 0.25, 0.25)):

@@ -95,3 +95,72 @@ def test_precision_targets_name_their_problem(tmp_path, capsys):
                  "--quiet", "--precision", "nonsense=0.1"]) == 1
     err = capsys.readouterr().err
     assert "'nonsense' is not a parameter of the systematic table" in err
+
+
+#: t = 100 x̄² of 100 unit Gaussians (H0: mean 0; H1: mean free), exactly χ²(1)
+_SIG = """
+name: precision-gauss
+kind: significance
+seed: 4
+toys: 20
+models:
+  H0:
+    builder: gauss
+    options: {events: 100}
+    parameters: {mu: {value: 0.0, fixed: true}, sigma: {value: 1.0, fixed: true}}
+  H1:
+    builder: gauss
+    options: {events: 100}
+    parameters: {sigma: {value: 1.0, fixed: true}}
+  up:
+    builder: gauss
+    options: {events: 100, mu: MU}
+    parameters: {sigma: {value: 1.0, fixed: true}}
+  down:
+    builder: gauss
+    options: {events: 100, mu: -MU}
+    parameters: {sigma: {value: 1.0, fixed: true}}
+generate: H0
+hypotheses: [H0, H1]
+test: {h0: H0, h1: H1, ndof: 1, observed: OBS}
+"""
+
+
+def test_pvalue_precision_stopped_by_max_toys_is_not_reached(tmp_path, client):
+    """p(t ≥ 1) = 0.32: 1 % needs ≈ 21 000 toys; --max-toys 40 stops the run short, and the
+    record must say the target was not reached (it said reached: the toy count asked for
+    was capped at the count already run)."""
+    from toyengine.study.spec import StudySpec
+
+    spec = StudySpec.from_text(_SIG.replace("OBS", "1.0").replace("MU", "0.5"))
+    store = tmp_path / "p.zarr"
+    assert run_to_precision(spec, store, 0.01, 40, client=client, progress=None).complete
+    rec = read_rounds(store)
+    assert [r["toys"] for r in rec["rounds"]] == [20, 40] and rec["rounds"][-1]["n_exceed"]
+    assert rec["reached"] is False
+    text = " ".join(render_summary(open_results(store), "text").split())  # unwrapped
+    assert "toys per variant 20 → 40; target NOT reached (stopped at --max-toys 40)" in text
+
+
+def test_weighted_precision_needs_a_reliable_tail(tmp_path, client):
+    """Importance sampling at t_obs = 25 (5σ) with the mean injected at ±0.8 (t ≈ 64 on
+    average), far beyond t_obs: the few toys near t_obs carry the estimate (Pareto k̂ far
+    above 0.7), so its standard error is no measure of its precision and a loose 50 %
+    target is not reached, whatever that error says; the round records k̂."""
+    from toyengine.study.spec import StudySpec
+
+    text = _SIG.replace("OBS", "25.0").replace("MU", "0.8") + \
+        "importance: {inject: [up, down], fraction: 0.8}\n"
+    spec = StudySpec.from_text(text.replace("toys: 20", "toys: 400"))
+    store = tmp_path / "w.zarr"
+    assert run_to_precision(spec, store, 0.5, 400, client=client, progress=None).complete
+    last = read_rounds(store)["rounds"][-1]
+    assert last["toys"] == 400 and last["pareto_k"] > 0.7
+    assert read_rounds(store)["reached"] is False
+    # the summary says so beside the estimate, and in the paper table
+    ds = open_results(store)
+    text = " ".join(render_summary(ds, "text").split())
+    assert "The importance-sampled p_toys is NOT reliable: the Pareto shape" in text
+    from toyengine.summary.paper import significance_paper_table
+
+    assert "NOT reliable" in " ".join(significance_paper_table(ds).to_text().split())

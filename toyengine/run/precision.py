@@ -3,7 +3,10 @@
 Two targets, one loop (:func:`run_to_precision`):
 
 * a **significance** study (``test.observed`` given) runs until the toy p-value of the
-  observed t has a relative standard error ``precision`` (a number);
+  observed t has a relative standard error ``precision`` (a number); an importance-sampled
+  one also needs its weighted tail's Pareto ``k̂`` below the reliability threshold
+  (:attr:`toyengine.summary.importance.ImportanceP.reliable`), else its error is no guide
+  and the toys are doubled;
 * a **systematic** study (model variation) runs until the statistical error of every
   paired shift it prints — each alternative's, those reported separately included, and the
   total's (the spread of its bootstrap replicas) — is at most its target, given
@@ -213,11 +216,20 @@ def run_to_precision(spec: StudySpec, store: str | Path, precision: float | dict
 
                 imp = importance_estimate(ds, 0, float(spec.test["observed"]), t_all)
                 rel = imp.error / imp.p if imp is not None and imp.p > 0 else math.nan
-                want = toys_for_weighted_precision(rel, n, targets, max_toys)
+                # an estimate whose weighted tail is too heavy (Pareto k̂) has no error to
+                # scale from: more toys, as when none has reached t_obs yet
+                trusted = imp is not None and imp.reliable
+                want = toys_for_weighted_precision(rel if trusted else math.nan, n, targets,
+                                                   max_toys)
+                reached = trusted and rel <= targets
+                rounds.append({"toys": n, "n_exceed": k, "rel_error": _finite(rel),
+                               "pareto_k": _finite(imp.pareto_k) if imp else None})
             else:
                 want = toys_for_precision(k, int(t.size), targets, max_toys)
-            reached = want <= n and k > 0
-            rounds.append({"toys": n, "n_exceed": k})
+                # the binomial relative error sqrt((1 − p)/(n p)) = sqrt((1 − p)/k), not
+                # ``want <= n``, which also holds when --max-toys stops the run short
+                reached = k > 0 and math.sqrt((1.0 - k / t.size) / k) <= targets
+                rounds.append({"toys": n, "n_exceed": k})
         loc.write_json(PRECISION_KEY, {"targets": targets, "max_toys": max_toys,
                                        "rounds": rounds, "reached": reached})
         if want <= n:

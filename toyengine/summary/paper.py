@@ -91,7 +91,9 @@ def significance_paper_table(ds: xr.Dataset, *, t_reference: float | None = None
         rows.append(("p, Z from toys (importance-sampled)",
                      f"{fmt_num(imp['p'], 3)} ± {fmt_num(imp['error'], 2)} (ESS "
                      f"{fmt_num(imp['ess'], 3)}, largest toy {fmt_num(imp['top_share'], 2)} "
-                     f"of p), {fmt_num(s.z_toys, 3)}σ",
+                     f"of p, Pareto k̂ {fmt_num(imp['pareto_k'], 2)}"
+                     f"{'' if imp['reliable'] else ': NOT reliable'}), "
+                     f"{fmt_num(s.z_toys, 3)}σ",
                      f"{imp['n_exceed']}/{imp['n_toys']}", imp["p"]))
     else:
         rows.append(("p, Z from toys (importance-sampled)", "not run"

@@ -20,7 +20,7 @@ from scipy import stats
 
 from ..study.kinds import kind_info
 from ._common import CL_1SIGMA, SummaryError, attr_float, fit_masks, fmt_num, jsonable
-from .importance import ImportanceP, mixture_weights, weighted_pvalue
+from .importance import ImportanceP, mixture_weights, pareto_k_threshold, weighted_pvalue
 from .lee import LEECalibration, calibrate
 from .ndof import GOF_REJECT, Chi2Fit, fit_chi2_ndof
 from .pvalues import PValue, TailCheck, chi2_pvalue, empirical_pvalue, p_to_z, z_to_p
@@ -93,10 +93,12 @@ class SignificanceSummary:
     importance : dict or None
         For an importance-sampled store (``log_ratio``): ``p``, its standard ``error``,
         ``ess`` (effective sample size), ``top_share`` (the largest toy's share of p),
-        ``n_exceed``, ``n_toys``, ``fraction`` and
-        ``inject``. ``p_toys`` is then this weighted estimate with the interval
-        ``p ± error``; every unweighted statistic (mean, χ² fit, tail checks) uses only the
-        toys drawn from the null model (``n_used`` counts them).
+        ``pareto_k`` and ``reliable`` (the tail diagnostic of
+        :attr:`~toyengine.summary.importance.ImportanceP.reliable`), ``n_exceed``,
+        ``n_toys``, ``fraction``, ``inject`` and ``inject_points``. ``p_toys`` is then this
+        weighted estimate with the interval ``p ± error``; every unweighted statistic (mean,
+        χ² fit, tail checks) uses only the toys drawn from the null model (``n_used`` counts
+        them).
     """
 
     kind: str
@@ -404,6 +406,11 @@ class SignificanceSummary:
             if imp["n_exceed"]:
                 rows.append(("largest toy's share of p_toys", fmt_num(imp["top_share"], 2),
                              imp["top_share"]))
+                rows.append(("Pareto k̂ of the weighted tail (reliable below "
+                             f"{fmt_num(imp['k_threshold'], 2)})",
+                             f"{fmt_num(imp['pareto_k'], 2)}"
+                             f"{'' if imp['reliable'] else ': NOT reliable'}",
+                             imp["pareto_k"]))
         elif n:
             lo, hi = self.p_toys_interval
             rows.append(("p_toys (n_exceed / n_toys) [CP 68%]",
@@ -437,6 +444,14 @@ class SignificanceSummary:
                 "under "
                 "h0; p_toys = mean of w·1[t ≥ t_obs] with w = p_h0/p_mixture, ± its "
                 "standard error.")
+            if imp["n_exceed"] and not imp["reliable"]:
+                notes.append(
+                    f"The importance-sampled p_toys is NOT reliable: the Pareto shape of its "
+                    f"largest terms is k̂ = {fmt_num(imp['pareto_k'], 2)} (reliable below "
+                    f"{fmt_num(imp['k_threshold'], 2)}; Vehtari et al., J. Mach. Learn. Res. "
+                    "25 (2024) 72), so a few toys the injected models rarely generate carry "
+                    "it, and both the estimate and its error can move by factors as more "
+                    "toys come in. Inject where the largest-weight toys' H1 fits lie.")
         if self.lee is not None:
             lee = self.lee
             profiled = " (2-D scan profiled over its 2nd axis)" \
@@ -526,7 +541,9 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                    p_toys_count=(imp.n_exceed, imp.n_toys),
                    z_toys=float(p_to_z(upper if none else imp.p)), z_toys_is_lower_limit=none,
                    importance={"p": imp.p, "error": imp.error, "ess": imp.ess,
-                               "top_share": imp.top_share,
+                               "top_share": imp.top_share, "pareto_k": imp.pareto_k,
+                               "k_threshold": pareto_k_threshold(imp.n_toys),
+                               "reliable": imp.reliable,
                                "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
                                "fraction": imp.alt_fraction, "upper_limit": upper,
                                **_injected(str(ds.attrs.get("importance_inject", "")).split())})

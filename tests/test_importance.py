@@ -113,3 +113,16 @@ def test_pareto_k_flags_a_proposal_that_misses_the_tail():
     assert good.reliable and good.pareto_k < 0.0
     assert abs(good.p - stats.norm.sf(5.0)) < 3 * good.error
     assert not bad.reliable and bad.pareto_k > 1.5
+
+
+def test_pareto_k_from_the_largest_values_only():
+    """A running estimate keeps only the largest terms: k̂ from those and the count equals
+    k̂ from all draws (the rest are the zeros of toys below t_obs)."""
+    from toyengine.summary.importance import pareto_k
+
+    y = np.zeros(3000)
+    y[:700] = stats.genpareto.rvs(0.8, size=700, random_state=3)
+    top = np.sort(y)[-400:]
+    assert pareto_k(top, n=3000) == pareto_k(y)
+    assert pareto_k(top[-20:], n=3000) == pareto_k(np.concatenate([np.zeros(2980),
+                                                                   top[-20:]]))

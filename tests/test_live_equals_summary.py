@@ -4,6 +4,7 @@ resume (the chunks already in the store are folded in)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +128,10 @@ def test_live_pvalue_of_an_importance_sampled_study_is_the_weighted_one(tmp_path
     np.testing.assert_allclose(pv["hi"] - pv["p"], imp["error"], rtol=1e-9)
     assert pv["p"] < 0.2 * pv["k"] / pv["n"]  # far below the unweighted fraction
     assert "importance-sampled" in physics_text(live.to_dict(), spec.kind)
+    # the tail diagnostic too, from the largest terms the live numbers keep
+    assert math.isfinite(imp["pareto_k"])
+    np.testing.assert_allclose(pv["pareto_k"], imp["pareto_k"], rtol=1e-9)
+    assert pv["reliable"] == imp["reliable"]
+    line = physics_text({"pvalue": {**pv, "pareto_k": 1.43, "reliable": False}}, spec.kind)
+    assert line.endswith(f"({pv['k']}/60) | NOT reliable (Pareto k̂ 1.4)")
+

@@ -137,6 +137,8 @@ class LivePhysics:
     _t: _Moments = field(default_factory=_Moments)
     _exceed: int = 0
     _weighted: _Moments = field(default_factory=_Moments)  # w · 1[t ≥ t_obs] per toy
+    #: the largest positive w · 1[t ≥ t_obs] (at most _TOPS): the tail of the Pareto k̂
+    _tops: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     def __post_init__(self) -> None:
         self.truth = np.asarray(self.truth, dtype=float)
@@ -188,7 +190,12 @@ class LivePhysics:
                     from ..summary.importance import mixture_weights
 
                     w = mixture_weights(a["log_ratio"][both][keep], self.importance_fraction)
-                    self._weighted.add(np.where(t >= self.observed_t, w, 0.0))
+                    y = np.where(t >= self.observed_t, w, 0.0)
+                    self._weighted.add(y)
+                    tops = np.concatenate([self._tops, y[np.isfinite(y) & (y > 0)]])
+                    if tops.size > _TOPS:
+                        tops = np.partition(tops, tops.size - _TOPS)[-_TOPS:]
+                    self._tops = tops
         if kind.systematic and not kind.one_data_set:  # generated toys per variant
             ok = valid[:, 0]
             for p, ip in pidx.items():
@@ -234,9 +241,15 @@ class LivePhysics:
             p = m.mean
             err = m.std / math.sqrt(m.n) if m.n > 1 else math.nan
             upper = min(hi / (1.0 - self.importance_fraction), 1.0)
+            # the tail diagnostic of ImportanceP.reliable, from the largest terms kept
+            from ..summary.importance import pareto_k, pareto_k_threshold
+
+            tail = math.ceil(min(0.2 * m.n, 3.0 * math.sqrt(m.n))) if m.n else 0
+            kk = (pareto_k(self._tops, m.n) if k and tail < _TOPS else math.nan)
             return {"n": n, "k": k, "p": p, "lo": max(p - err, 0.0) if k else 0.0,
                     "hi": p + err if k else upper, "t_obs": self.observed_t,
-                    "weighted": True}
+                    "weighted": True, "pareto_k": kk if math.isfinite(kk) else None,
+                    "reliable": bool(kk < pareto_k_threshold(m.n))}
         return {"n": n, "k": k, "p": k / n if n else math.nan, "lo": lo, "hi": hi,
                 "t_obs": self.observed_t}
 
@@ -308,6 +321,9 @@ def physics_text(d: dict[str, Any], kind: str = "") -> str:
         what = "importance-sampled " if pv.get("weighted") else ""
         parts.append(f"toy p(t ≥ {_num(pv['t_obs'], 4)}) {what}{p_txt} "
                      f"({pv['k']}/{pv['n']})")
+        if pv.get("weighted") and pv["k"] and pv.get("pareto_k") is not None \
+                and not pv.get("reliable"):
+            parts.append(f"NOT reliable (Pareto k̂ {_num(pv['pareto_k'], 2)})")
     elif "t" in d:
         parts.append(f"t mean {_num(d['t']['mean'])}")
     for p, rows in d.get("shifts", {}).items():
@@ -329,6 +345,9 @@ LIVE_FIELDS = ("status", "valid", "nll", "value", "error")
 #: at most this many per-toy values (toys × variants × POIs) are kept for the paired live
 #: shifts (8 bytes each); beyond, the live shifts are differences of means
 PAIRED_MAX_VALUES = 50_000_000
+#: the largest weighted terms a running importance-sampled p keeps for its Pareto k̂: the
+#: tail of 3√n of them covers up to 10⁷ toys
+_TOPS = 10_000
 
 
 def fold_store(physics: LivePhysics, group: Any, chunks: Sequence[Any],

@@ -97,7 +97,7 @@ class ImportanceP:
         return float(min(hi / (1.0 - self.alt_fraction), 1.0))
 
 
-def pareto_k(values: np.ndarray) -> float:
+def pareto_k(values: np.ndarray, n: int | None = None) -> float:
     """Shape ``k̂`` of a generalised Pareto distribution fitted to the largest ``values``.
 
     The tail is the ``M = ⌈min(n/5, 3√n)⌉`` largest of the ``n`` values, taken as
@@ -111,6 +111,10 @@ def pareto_k(values: np.ndarray) -> float:
     ----------
     values : array
         Non-negative draws, e.g. an importance-sampling estimate's terms ``w · 1[t ≥ t_obs]``.
+    n : int, optional
+        The number of draws when ``values`` holds only the largest of them (a running
+        estimate keeps those); the missing ones are taken as 0, as the terms of the toys
+        below ``t_obs`` are.
 
     Returns
     -------
@@ -130,11 +134,13 @@ def pareto_k(values: np.ndarray) -> float:
     """
     y = np.sort(np.asarray(values, dtype=float).ravel())
     y = y[np.isfinite(y)]
-    n = y.size
+    n = y.size if n is None else int(n)
     m = math.ceil(min(0.2 * n, 3.0 * math.sqrt(n)))
     if n < 2 or m >= n:
         return math.nan
-    x = y[n - m:] - y[n - m - 1]
+    if y.size <= m:
+        y = np.concatenate([np.zeros(m + 1 - y.size), y])
+    x = y[-m:] - y[-m - 1]
     x = x[x > 0]
     if x.size < 5:
         return math.nan

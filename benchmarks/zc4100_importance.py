@@ -12,8 +12,9 @@ is closest to the null (:func:`profiled_points`), so that the H0 fit cannot abso
 injected signal (with ``--kl 16`` the injected toys' median t is 34 and 31 % of them reach
 41.4; the true KL at the points, with the coupling's quadratic term, has median 18).
 
-``check STORE`` prints, at several thresholds, the importance-sampled P_0(t ≥ c) with its
-error and effective sample size, the count of the toys generated under h0 alone (a plain
+``check STORE [--upto N]`` prints, at several thresholds, the importance-sampled
+P_0(t ≥ c) with its error, effective sample size, largest toy's share and Pareto k̂ (is the
+estimate reliable?), the count of the toys generated under h0 alone (a plain
 estimate), and χ²(8), χ²(9): a proposal that covers the null tail agrees with the plain
 count where that count is not small.
 
@@ -117,16 +118,20 @@ def check(args: argparse.Namespace) -> None:
     from toyengine.summary.importance import mixture_weights, weighted_pvalue
 
     ds = open_results(args.store, allow_incomplete=True)
-    nll = ds["nll"].values[0]
+    upto = ds.sizes["toy"] if args.upto is None else args.upto
+    nll = ds["nll"].values[0, :upto]
     t = 2.0 * (nll[:, 0] - nll[:, 1])
-    sf = ds["sampled_from"].values[0]
+    sf = ds["sampled_from"].values[0, :upto]
     a = float(ds.attrs["importance_fraction"])
-    w = mixture_weights(ds["log_ratio"].values[0], a)
+    w = mixture_weights(ds["log_ratio"].values[0, :upto], a)
     h0 = t[(sf == 0) & np.isfinite(t)]
-    print(f"{t.size} toys, {h0.size} generated under h0; mean weight {np.nanmean(w):.3f}")
+    print(f"toys 0–{upto - 1}: {int(np.sum(sf >= 0))} done, {h0.size} generated under h0; "
+          f"mean weight {np.nanmean(w):.3f}")
     for c in args.thresholds:
         r = weighted_pvalue(t, w, c, a)
-        print(f"t >= {c:5.1f}: importance {r.p:.3g} ± {r.error:.2g} (ess {r.ess:.1f}); "
+        print(f"t >= {c:5.1f}: importance {r.p:.3g} ± {r.error:.2g} (ess {r.ess:.1f}, "
+              f"{r.n_exceed} beyond, largest toy {r.top_share:.2f} of p, Pareto k̂ "
+              f"{r.pareto_k:.2f}: {'reliable' if r.reliable else 'NOT reliable'}); "
               f"h0 share {int((h0 >= c).sum())}/{h0.size}; chi2(8) {stats.chi2.sf(c, 8):.3g}, "
               f"chi2(9) {stats.chi2.sf(c, 9):.3g}")
 
@@ -147,6 +152,8 @@ def main() -> None:
     pc = sub.add_parser("check")
     pc.add_argument("store")
     pc.add_argument("--thresholds", type=float, nargs="+", default=[10, 15, 20, 30, 41.4])
+    pc.add_argument("--upto", type=int, default=None,
+                    help="only toys 0 … UPTO − 1 (how the estimate moved as toys came in)")
     args = p.parse_args()
     write(args) if args.cmd == "write" else check(args)
 

@@ -17,7 +17,7 @@ Bounded weights do not make the estimate trustworthy at a given number of toys: 
 that misses part of the null's tail leaves rare toys whose weight is orders of magnitude above
 the others', and the sample mean and its standard error then move by factors when one of them
 arrives. The Pareto shape ``k̂`` of the largest terms ``w · 1[t ≥ t_obs]`` (Vehtari, Simpson,
-Gelman, Yao & Gabry, J. Mach. Learn. Res. 25 (2024) 72, Sect. 3) says so from the sample
+Gelman, Yao & Gabry, J. Mach. Learn. Res. 25 (2024) 72) says so from the sample
 itself: above ``min(1 − 1/log10 n, 0.7)`` the estimate is not reliable, whatever its quoted
 error.
 """
@@ -102,7 +102,7 @@ def pareto_k(values: np.ndarray, n: int | None = None) -> float:
 
     The tail is the ``M = ⌈min(n/5, 3√n)⌉`` largest of the ``n`` values, taken as
     exceedances over the next largest (Vehtari, Simpson, Gelman, Yao & Gabry, J. Mach.
-    Learn. Res. 25 (2024) 72, Sect. 3); the fit is Zhang & Stephens' posterior-mean estimate
+    Learn. Res. 25 (2024) 72); the fit is Zhang & Stephens' posterior-mean estimate
     (Technometrics 51 (2009) 316), with the weak prior of Vehtari et al. (a pull of 10
     pseudo-observations towards 0.5). ``k̂ ≥ 1`` means the mean of the values has no
     reliable estimate, ``k̂ ≥ 0.5`` an infinite variance in the fitted tail.
@@ -161,8 +161,7 @@ def pareto_k(values: np.ndarray, n: int | None = None) -> float:
 
 def pareto_k_threshold(n: int) -> float:
     """The largest ``k̂`` at which an estimate from ``n`` draws is reliable:
-    ``min(1 − 1/log10 n, 0.7)`` (Vehtari et al., J. Mach. Learn. Res. 25 (2024) 72,
-    Sect. 3.2.3)."""
+    ``min(1 − 1/log10 n, 0.7)`` (Vehtari et al., J. Mach. Learn. Res. 25 (2024) 72)."""
     return min(1.0 - 1.0 / math.log10(n), 0.7) if n > 10 else 0.0
 
 

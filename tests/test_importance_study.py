@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from gauss_studies import gauss_significance
 from scipy import stats
 
 from toyengine import open_results, run_study
@@ -22,33 +23,9 @@ P25 = float(stats.chi2.sf(25.0, 1))  # 5.73e-7: P(χ²(1) ≥ 25), a two-sided 5
 #: t = 2 (nll_H0 − nll_H1) for the mean of 100 unit-width Gaussian values, H0: mean 0,
 #: H1: mean free, width fixed: t = 100 x̄², exactly χ²(1) (no asymptotics). The injected
 #: models put the mean at ±0.5 = ±5/√100, i.e. t ≈ 25 on average.
-GAUSS = """
-name: wilks-gauss
-kind: significance
-seed: 3
-toys: TOYS
-models:
-  H0:
-    builder: gauss
-    options: {events: 100}
-    parameters: {mu: {value: 0.0, fixed: true}, sigma: {value: 1.0, fixed: true}}
-  H1:
-    builder: gauss
-    options: {events: 100}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-  up:
-    builder: gauss
-    options: {events: 100, mu: 0.5}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-  down:
-    builder: gauss
-    options: {events: 100, mu: -0.5}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-generate: H0
-hypotheses: [H0, H1]
-test: {h0: H0, h1: H1, ndof: 1, observed: 25.0}
-importance: {inject: [up, down], fraction: 0.5}
-"""
+GAUSS = gauss_significance(name="wilks-gauss", seed=3, toys="TOYS", observed=25.0,
+                           injected_mu=0.5,
+                           importance="{inject: [up, down], fraction: 0.5}")
 
 
 def _mass1d(n_sig: str, hi: float = 1.0) -> str:

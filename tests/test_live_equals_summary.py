@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gauss_studies import gauss_significance
 
 from toyengine.run.live import _num, fold_store, physics_text
 from toyengine.run.runner import _live_physics
@@ -90,25 +91,9 @@ def test_interrupt_message_bounds_what_may_still_land():
 
 
 #: t = 100 x̄² (exactly χ²(1)) with a quarter of the toys each from the mean at ±0.3
-IMPORTANCE = """
-name: live-importance
-kind: significance
-seed: 5
-toys: 60
-models:
-  H0:
-    builder: gauss
-    options: {events: 100}
-    parameters: {mu: {value: 0.0, fixed: true}, sigma: {value: 1.0, fixed: true}}
-  H1:
-    builder: gauss
-    options: {events: 100}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-generate: H0
-hypotheses: [H0, H1]
-test: {h0: H0, h1: H1, ndof: 1, observed: 9.0}
-importance: {inject: [H1], points: {mu: [0.3, -0.3]}, fraction: 0.5}
-"""
+IMPORTANCE = gauss_significance(
+    name="live-importance", seed=5, toys=60, observed=9.0,
+    importance="{inject: [H1], points: {mu: [0.3, -0.3]}, fraction: 0.5}")
 
 
 def test_live_pvalue_of_an_importance_sampled_study_is_the_weighted_one(tmp_path):

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from gauss_studies import gauss_significance
 
 from toyengine import load_spec, open_results, run_study
 from toyengine.cli.main import main
@@ -98,32 +99,8 @@ def test_precision_targets_name_their_problem(tmp_path, capsys):
 
 
 #: t = 100 x̄² of 100 unit Gaussians (H0: mean 0; H1: mean free), exactly χ²(1)
-_SIG = """
-name: precision-gauss
-kind: significance
-seed: 4
-toys: 20
-models:
-  H0:
-    builder: gauss
-    options: {events: 100}
-    parameters: {mu: {value: 0.0, fixed: true}, sigma: {value: 1.0, fixed: true}}
-  H1:
-    builder: gauss
-    options: {events: 100}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-  up:
-    builder: gauss
-    options: {events: 100, mu: MU}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-  down:
-    builder: gauss
-    options: {events: 100, mu: -MU}
-    parameters: {sigma: {value: 1.0, fixed: true}}
-generate: H0
-hypotheses: [H0, H1]
-test: {h0: H0, h1: H1, ndof: 1, observed: OBS}
-"""
+_SIG = gauss_significance(name="precision-gauss", seed=4, toys=20, observed="OBS",
+                          injected_mu="MU")
 
 
 def test_pvalue_precision_stopped_by_max_toys_is_not_reached(tmp_path, client):

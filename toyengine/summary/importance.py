@@ -100,7 +100,7 @@ class ImportanceP:
 def pareto_k(values: np.ndarray, n: int | None = None) -> float:
     """Shape ``k̂`` of a generalised Pareto distribution fitted to the largest ``values``.
 
-    The tail is the ``M = ⌈min(n/5, 3√n)⌉`` largest of the ``n`` values, taken as
+    The tail is the ``M = ceil(min(n/5, 3√n))`` largest of the ``n`` values, taken as
     exceedances over the next largest (Vehtari, Simpson, Gelman, Yao & Gabry, J. Mach.
     Learn. Res. 25 (2024) 72); the fit is Zhang & Stephens' posterior-mean estimate
     (Technometrics 51 (2009) 316), with the weak prior of Vehtari et al. (a pull of 10

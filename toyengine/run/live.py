@@ -242,10 +242,10 @@ class LivePhysics:
             err = m.std / math.sqrt(m.n) if m.n > 1 else math.nan
             upper = min(hi / (1.0 - self.importance_fraction), 1.0)
             # the tail diagnostic of ImportanceP.reliable, from the largest terms kept
-            from ..summary.importance import pareto_k, pareto_k_threshold
+            from ..summary.importance import pareto_k, pareto_k_threshold, pareto_tail_size
 
-            tail = math.ceil(min(0.2 * m.n, 3.0 * math.sqrt(m.n))) if m.n else 0
-            kk = (pareto_k(self._tops, m.n) if k and tail < _TOPS else math.nan)
+            kk = pareto_k(self._tops, m.n) if k and pareto_tail_size(m.n) < _TOPS \
+                else math.nan
             return {"n": n, "k": k, "p": p, "lo": max(p - err, 0.0) if k else 0.0,
                     "hi": p + err if k else upper, "t_obs": self.observed_t,
                     "weighted": True, "pareto_k": kk if math.isfinite(kk) else None,

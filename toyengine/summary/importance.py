@@ -35,7 +35,7 @@ from scipy import stats
 from ._common import CL_1SIGMA, SummaryError, clopper_pearson
 
 __all__ = ["ImportanceP", "importance_pvalue", "mixture_weights", "pareto_k",
-           "pareto_k_threshold", "weighted_pvalue"]
+           "pareto_k_threshold", "pareto_tail_size", "weighted_pvalue"]
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def pareto_k(values: np.ndarray, n: int | None = None) -> float:
     y = np.sort(np.asarray(values, dtype=float).ravel())
     y = y[np.isfinite(y)]
     n = y.size if n is None else int(n)
-    m = math.ceil(min(0.2 * n, 3.0 * math.sqrt(n)))
+    m = pareto_tail_size(n)
     if n < 2 or m >= n:
         return math.nan
     if y.size <= m:
@@ -157,6 +157,11 @@ def pareto_k(values: np.ndarray, n: int | None = None) -> float:
     b_post = float(np.sum(b[keep] * wts[keep]) / np.sum(wts[keep]))
     k_post = float(np.mean(np.log1p(-b_post * x)))
     return (nx * k_post + 10 * 0.5) / (nx + 10)
+
+
+def pareto_tail_size(n: int) -> int:
+    """How many of ``n`` draws :func:`pareto_k` fits: ``ceil(min(n/5, 3√n))``."""
+    return math.ceil(min(0.2 * n, 3.0 * math.sqrt(n)))
 
 
 def pareto_k_threshold(n: int) -> float:

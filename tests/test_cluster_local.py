@@ -146,6 +146,7 @@ def test_scripts_start_separate_processes_and_stop_them(cluster: HandCluster) ->
         kernels = client.run(lambda: bool(
             "toyengine.core.newton_kernels" in sys.modules
             and sys.modules["toyengine.core.newton_kernels"].propose.signatures
+            and sys.modules["toyengine.core.newton_kernels"].amplitude_step.signatures
             and sys.modules["toyengine.core.model1d_kernels"].nll_terms.signatures))
         assert list(kernels.values()) == [True, True]
         assert list(client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_")).values()) \
@@ -244,7 +245,7 @@ def _preloaded() -> list[str]:
         kernels = sys.modules["toyengine.core.model1d_kernels"]
         newton = sys.modules["toyengine.core.newton_kernels"]
         if (all(getattr(kernels, k).signatures for k in ("nll_terms", "bw_rows"))
-                and newton.propose.signatures):
+                and newton.propose.signatures and newton.amplitude_step.signatures):
             mods.append("kernels")
     return mods
 

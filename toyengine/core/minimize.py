@@ -181,7 +181,8 @@ def _newton_fit(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
         with np.errstate(all="ignore"):
             r = newton.minimize(nll, nll.grad, nll.hessian, x0, free, lower, upper, scale,
                                 newton.edm_threshold(_DEFAULT_TOL if tol is None else tol,
-                                                     errordef))
+                                                     errordef),
+                                amplitudes=getattr(nll, "amplitude_blocks", None))
     except Exception as exc:
         return FitResult.failed(params, f"Newton: {type(exc).__name__}: {exc}",
                                 time.perf_counter() - t0)

@@ -567,6 +567,7 @@ class UnbinnedNLL(Likelihood):
         self._basis_cols, self._zoff = lay.basis_cols, lay.zoff
         self._yidx, self._pidx, self._npar = lay.yidx, lay.pidx, lay.npar
         self.constraint = lay.constraint
+        self.amplitude_blocks = lay.amplitudes
         # the linear shapes' bases at the events, stacked (rows ``_basis_cols`` each)
         rows = [self._interp(model._basis_grid[i]) for i in self._linear]  # type: ignore[arg-type]
         self._basis = (np.concatenate(rows) if rows else np.empty((0, len(self.data))))
@@ -715,6 +716,7 @@ class _Layout:
     constraint: NormalConstraint
     has_grad: bool
     has_hessian: bool
+    amplitudes: tuple[np.ndarray, np.ndarray] | None
 
     @classmethod
     def of(cls, model: Model1D) -> _Layout:
@@ -744,9 +746,35 @@ class _Layout:
                   np.asarray(model._yield_idx, dtype=np.int64),
                   np.array([j for s in model._shape_idx for j in s], dtype=np.int64), npar,
                   zoff, NormalConstraint.from_parameters(model.parameters), has_grad,
-                  has_grad and model.supports_hessian())
+                  has_grad and model.supports_hessian(), _amplitude_blocks(model, linear))
         model.__dict__["_nll_layout"] = lay
         return lay
+
+
+def _amplitude_blocks(model: Model1D, linear: Sequence[int]
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The positive polynomials (linear shapes with ``coefficients_on_sphere``) whose yield
+    and angles no other component reads, for :func:`toyengine.core.newton.minimize`'s steps
+    in amplitude coordinates: per polynomial the parameter indices of its yield and angles
+    (padded with -1) and its basis integrals over the range (``None`` without any)."""
+    uses = np.bincount(np.concatenate([model._yield_idx, *map(np.asarray, model._shape_idx)]
+                                      ).astype(np.int64), minlength=len(model.parameters))
+    found = []
+    for i in linear:
+        angles = model._shape_idx[i]
+        own = (model._yield_idx[i], *angles)
+        if (getattr(model.components[i].shape, "coefficients_on_sphere", False) and angles
+                and all(uses[j] == 1 for j in own)):
+            found.append((own, model._basis_int[i]))
+    if not found:
+        return None
+    width = max(len(own) for own, _ in found)
+    blocks = np.full((len(found), width), -1, dtype=np.int64)
+    integrals = np.zeros((len(found), width))
+    for b, (own, integ) in enumerate(found):
+        blocks[b, :len(own)] = own
+        integrals[b, :len(own)] = integ
+    return blocks, integrals
 
 
 def _check_discriminants(disc: Discriminants, components: Sequence[Component],

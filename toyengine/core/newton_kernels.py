@@ -19,7 +19,10 @@ import math
 import numba
 import numpy as np
 
-__all__ = ["CONTINUE", "CONVERGED", "LIMIT", "NOT_FINITE", "load", "propose", "subproblem"]
+from .model1d_kernels import sphere_products
+
+__all__ = ["CONTINUE", "CONVERGED", "LIMIT", "NOT_FINITE", "amplitude_step", "load", "propose",
+           "subproblem"]
 
 #: :func:`propose` outcomes
 CONTINUE, CONVERGED, NOT_FINITE, LIMIT = 0, 1, 2, 3
@@ -175,9 +178,122 @@ def propose(g: np.ndarray, h: np.ndarray, xf: np.ndarray, lo: np.ndarray, hi: np
     return CONTINUE, edm, radius, limited, pred, pnorm, end
 
 
+@numba.njit(cache=True, error_model="numpy")
+def amplitude_step(g: np.ndarray, h: np.ndarray, xf: np.ndarray, blocks: np.ndarray,
+                   integrals: np.ndarray, lo: np.ndarray, hi: np.ndarray, s: np.ndarray,
+                   radius: float) -> tuple[bool, np.ndarray, float, float]:
+    """The Newton step taken in amplitude coordinates: ``(ok, trial, predicted reduction,
+    |p / s|)``.
+
+    A positive polynomial's yield ``N`` and angles ``φ`` (coefficients ``c(φ)`` on the unit
+    sphere, :func:`~toyengine.core.model1d_kernels.sphere_products`) enter the density as
+    the amplitudes ``u_k = N c_k(φ) / Σ_j c_j(φ) I_j`` of its basis functions (``I_j`` their
+    integrals over the range): the density is linear in ``u``, so −ln L is far closer to
+    quadratic in ``u`` than in ``φ``, where Newton's steps from the generation values of the
+    T_cc+ pulls study approach the minimum only linearly. With the gradient and Hessian
+    over ``x`` (free parameters, values ``xf``), those over ``u`` are
+    ``g_u = J^-T g`` and ``H_u = J^-T (H - Σ_k g_u,k ∂²u_k/∂x²) J^-1`` (``J = ∂u/∂x``);
+    the Newton step ``-H_u^-1 g_u`` is mapped back through ``c = u / Σu``, ``N = u · I``.
+
+    ``blocks[b]`` holds the free-vector positions of block ``b``'s yield, then of its
+    angles (padded with -1), ``integrals[b]`` its basis integrals ``I``. ``ok`` is false
+    (and the caller keeps its own step) when ``H_u`` is not positive definite, an amplitude
+    of the trial is not positive (the minimum may be where an angle is on its limit), the
+    trial leaves ``[lo, hi]`` or its scaled length
+    exceeds ``radius`` (NaN: no bound).
+    """
+    n = g.shape[0]
+    jac = np.eye(n)
+    nb, width = blocks.shape
+    sizes = np.zeros(nb, dtype=np.int64)
+    # per block: r_k = c_k / D and its derivatives over the angles (padded to ``width``)
+    r = np.zeros((nb, width))
+    dr = np.zeros((nb, width, width))
+    d2r = np.zeros((nb, width, width, width))
+    for b in range(nb):
+        m = 0
+        while m < width and blocks[b, m] >= 0:
+            m += 1
+        sizes[b] = m
+        k_ang = m - 1
+        phis = np.empty(k_ang)
+        for j in range(k_ang):
+            phis[j] = xf[blocks[b, j + 1]]
+        c, dc, d2c = sphere_products(phis, 2)
+        big_i = integrals[b, :m]
+        d = np.sum(c * big_i)
+        if not d > 0.0:
+            return False, xf, 0.0, 0.0
+        dd = big_i @ dc  # (k_ang,)
+        d2d = np.zeros((k_ang, k_ang))
+        for i in range(k_ang):
+            for j in range(k_ang):
+                d2d[i, j] = np.sum(big_i * d2c[:, i, j])
+        for k in range(m):
+            r[b, k] = c[k] / d
+            for j in range(k_ang):
+                dr[b, k, j] = dc[k, j] / d - c[k] * dd[j] / d**2
+                for i in range(k_ang):
+                    d2r[b, k, i, j] = (d2c[k, i, j] / d
+                                       - (dc[k, i] * dd[j] + dc[k, j] * dd[i]) / d**2
+                                       - c[k] * d2d[i, j] / d**2
+                                       + 2.0 * c[k] * dd[i] * dd[j] / d**3)
+        big_n = xf[blocks[b, 0]]
+        for k in range(m):
+            row = blocks[b, k]  # u_k takes the place of the block's k-th parameter
+            jac[row, blocks[b, 0]] = r[b, k]
+            for j in range(k_ang):
+                jac[row, blocks[b, j + 1]] = big_n * dr[b, k, j]
+    jinv = np.linalg.inv(jac)
+    gu = jinv.T @ g
+    corr = np.zeros((n, n))
+    for b in range(nb):
+        m = sizes[b]
+        big_n = xf[blocks[b, 0]]
+        for k in range(m):
+            w = gu[blocks[b, k]]
+            for j in range(m - 1):
+                pj = blocks[b, j + 1]
+                # d2u_k / dN dphi_j = dr_kj; d2u_k / dphi_i dphi_j = N d2r_kij; d2u/dN2 = 0
+                corr[blocks[b, 0], pj] += w * dr[b, k, j]
+                corr[pj, blocks[b, 0]] += w * dr[b, k, j]
+                for i in range(m - 1):
+                    corr[blocks[b, i + 1], pj] += w * big_n * d2r[b, k, i, j]
+    hu = jinv.T @ (h - corr) @ jinv
+    hu = 0.5 * (hu + hu.T)
+    ok, hg = _cholesky_solve(hu, gu)
+    if not ok:
+        return False, xf, 0.0, 0.0
+    trial = xf - hg  # entries outside the blocks: the Newton step in x
+    for b in range(nb):
+        m = sizes[b]
+        big_n = xf[blocks[b, 0]]
+        u = np.empty(m)
+        for k in range(m):
+            u[k] = big_n * r[b, k] - hg[blocks[b, k]]
+            if not u[k] > 0.0:
+                return False, xf, 0.0, 0.0
+        trial[blocks[b, 0]] = np.sum(u * integrals[b, :m])
+        tail = np.sum(u)
+        for j in range(m - 1):
+            ratio = min(1.0, u[j] / tail) if tail > 0.0 else 1.0
+            trial[blocks[b, j + 1]] = math.acos(math.sqrt(ratio))
+            tail -= u[j]
+    for i in range(n):
+        if not (lo[i] <= trial[i] <= hi[i]) or not math.isfinite(trial[i]):
+            return False, xf, 0.0, 0.0
+    pnorm = math.sqrt(np.sum(((trial - xf) / s) ** 2))
+    if pnorm > radius:  # False for NaN
+        return False, xf, 0.0, 0.0
+    return True, trial, 0.5 * np.sum(gu * hg), pnorm
+
+
 def load() -> None:
     """Load the kernels from numba's cache (compiling them the first time) for the argument
     types :func:`~toyengine.core.newton.minimize` passes."""
     one = np.ones(2)
     propose(one, np.eye(2), one, -one, one, one, math.nan, 0, 3, 1e-4)
     propose(one, -np.eye(2), one, -one, one, one, math.nan, 0, 3, 1e-4)
+    x = np.array([10.0, 0.5, 0.5])
+    amplitude_step(np.ones(3), np.eye(3), x, np.array([[0, 1, 2]]), np.ones((1, 3)),
+                   -10 * x, 10 * x, np.ones(3), math.nan)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.polynomial import chebyshev
@@ -119,6 +120,9 @@ class PhaseSpacePolynomial:
     masses: tuple[float, ...]
     lo: float
     hi: float
+    #: the coefficients are :func:`sphere_coefficients` of the parameters (a fit may step in
+    #: the amplitudes ``N c_k``: :func:`toyengine.core.newton_kernels.amplitude_step`)
+    coefficients_on_sphere: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if len(self.masses) not in (0, 2, 3):

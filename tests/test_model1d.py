@@ -508,3 +508,33 @@ def test_memoised_grid_terms_give_the_same_derivatives_and_stay_bounded():
     np.testing.assert_array_equal(again.grad(params.values), grad_fresh)
     fresh = build_tcc({}).nll(x)
     np.testing.assert_array_equal(fresh.hessian(params.values), hess_fresh)
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+@pytest.mark.parametrize("n_angles", [0, 1, 3])
+def test_positive_polynomial_rows_are_the_stacked_derivatives(order, n_angles):
+    # the compiled rows of the T_cc+ background polynomial (LHCb, Nature Communications 13
+    # (2022) 3351, Eq. 2) against the same rows stacked from its coefficients, Jacobian and
+    # Hessian: the same numbers, bit for bit
+    from toyengine.core.model1d import _coefficient_rows
+    from toyengine.core.shapes import PhaseSpacePolynomial
+
+    shape = PhaseSpacePolynomial(tuple(f"p{i}" for i in range(n_angles)), 0.0, (), 0.0, 1.0)
+
+    class Stacked:  # the same shape without its own rows: _coefficient_rows stacks them
+        def coefficients(self, v):
+            return shape.coefficients(v)
+
+        def coefficients_jacobian(self, v):
+            return shape.coefficients_jacobian(v)
+
+        def coefficients_with_hessian(self, v):
+            return shape.coefficients_with_hessian(v)
+
+    rng = np.random.default_rng(n_angles + 10 * order)
+    for vals in [tuple(rng.uniform(0, np.pi / 2, n_angles)), (0.0,) * n_angles,
+                 (np.pi / 2,) * n_angles]:
+        got = _coefficient_rows(shape, vals, order if vals else 0)
+        want = _coefficient_rows(Stacked(), vals, order if vals else 0)
+        assert got.shape == want.shape
+        assert np.array_equal(got, want)

@@ -809,6 +809,9 @@ def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int
                       ) -> np.ndarray:
     """The coefficients of a linear shape and, up to ``order``, their first and second
     derivatives (upper triangle, row-major) as the rows of one ``(_n_rows, K)`` array."""
+    rows_of = getattr(shape, "coefficient_rows", None)
+    if rows_of is not None:  # the shape stacks them itself (a compiled kernel)
+        return rows_of(vals, order)
     if order == 0:
         return np.asarray(shape.coefficients(vals), dtype=float)[None, :]
     if order == 1:

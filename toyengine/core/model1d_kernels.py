@@ -386,6 +386,29 @@ def inverse_cdf(grid: np.ndarray, dens: np.ndarray, area: np.ndarray, below: np.
     return out
 
 
+@numba.njit(cache=True, error_model="numpy")
+def sphere_rows(phis: np.ndarray, order: int) -> np.ndarray:
+    """:func:`sphere_products` as the rows a likelihood stacks for a positive polynomial:
+    ``b``, then (``order`` >= 1) ``∂b/∂φ_j`` for each ``j``, then (``order`` 2)
+    ``∂²b/∂φ_a∂φ_c`` for ``a <= c`` (row-major upper triangle); shape (rows, n + 1). The same
+    numbers as :func:`sphere_products`, without the Python around it."""
+    b, jac, hess = sphere_products(phis, order)
+    n = phis.shape[0]
+    rows = 1 + (n if order >= 1 else 0) + (n * (n + 1) // 2 if order >= 2 else 0)
+    out = np.empty((rows, n + 1))
+    out[0] = b
+    if order >= 1:
+        for j in range(n):
+            out[1 + j] = jac[:, j]
+    if order >= 2:
+        r = 1 + n
+        for a in range(n):
+            for c in range(a, n):
+                out[r] = hess[:, a, c]
+                r += 1
+    return out
+
+
 def load() -> None:
     """Load every kernel from the cache (compiling it the first time) for the argument
     types the likelihood and the generator pass: a worker's warm-up calls this, so that its
@@ -398,3 +421,5 @@ def load() -> None:
     bw_rows(one, one, one, 1.0, 1.0, 1.0, 0.0, 0.0)
     inverse_cdf(one, one, np.ones(1), np.array([0.0, 1.0]), np.ones(1), np.full(1, 0.5))
     sphere_products(one, 2)
+    for order in range(3):
+        sphere_rows(one, order)

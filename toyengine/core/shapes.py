@@ -167,6 +167,14 @@ class PhaseSpacePolynomial:
             return np.ones(1), np.zeros((1, 0)), np.zeros((1, 0, 0))
         return sphere_coefficients_with_derivatives(np.asarray(values, dtype=float))
 
+    def coefficient_rows(self, values: tuple[float, ...], order: int) -> np.ndarray:
+        """The coefficients and, up to ``order``, their first and second derivatives (upper
+        triangle, row-major) as the rows of one array, as a likelihood stacks them
+        (compiled: :func:`toyengine.core.model1d_kernels.sphere_rows`)."""
+        from .model1d_kernels import sphere_rows
+
+        return sphere_rows(np.array(values, dtype=float), order)
+
 
 @dataclass(frozen=True)
 class PeakShape:

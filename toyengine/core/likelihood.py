@@ -50,6 +50,9 @@ class Likelihood:
     has_expected_hessian: bool = False
     #: per-event weights, None for an unweighted likelihood
     weights: np.ndarray | None = None
+    #: positive polynomials whose yield and angles Newton may step in amplitude coordinates:
+    #: ``(blocks, integrals)`` as :func:`toyengine.core.newton.minimize` takes them, or None
+    amplitude_blocks: tuple[np.ndarray, np.ndarray] | None = None
 
     def __call__(self, x: np.ndarray) -> float:
         return self._call(x)

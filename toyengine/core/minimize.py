@@ -182,7 +182,7 @@ def _newton_fit(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
             r = newton.minimize(nll, nll.grad, nll.hessian, x0, free, lower, upper, scale,
                                 newton.edm_threshold(_DEFAULT_TOL if tol is None else tol,
                                                      errordef),
-                                amplitudes=getattr(nll, "amplitude_blocks", None))
+                                amplitudes=nll.amplitude_blocks)
     except Exception as exc:
         return FitResult.failed(params, f"Newton: {type(exc).__name__}: {exc}",
                                 time.perf_counter() - t0)

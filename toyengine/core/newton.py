@@ -116,9 +116,10 @@ def minimize(fcn: Callable[[np.ndarray], float], grad: Callable[[np.ndarray], np
         in ``x`` of a yield and its polynomial's angles (padded with -1), ``integrals[b]``
         the basis integrals over the range. A block with a fixed entry is left out. The
         step is used when it lies in the box and the trust region, else the step in ``x``.
-        The minimum, the convergence test and the returned derivatives are those in ``x``;
-        after :data:`_AMPLITUDE_SHORTENED` amplitude steps in a row shortened at zero amplitude
-        (an angle's minimum on its limit) the remaining steps are taken in ``x``.
+        The minimum, the convergence test and the returned derivatives are those in ``x``.
+        From the first amplitude step that cannot be taken (outside the trust region or the
+        box, a Hessian in the amplitudes that is not positive definite, or an amplitude
+        that would turn negative: an angle's minimum on its limit) the steps are in ``x``.
 
     Returns
     -------

@@ -28,7 +28,6 @@ Numerics (why it is fast and exact):
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +38,8 @@ import scipy.fft
 
 from ..errors import ModelError
 from .discriminants import Discriminants, DiscriminatedSample, sweighted_covariance
-from .likelihood import Likelihood, NormalConstraint, finite_difference_hessian
+from .likelihood import Likelihood, finite_difference_hessian
+from .nll_layout import NllLayout, n_rows
 from .params import ParameterSet
 from .piecewise import _cdf_table, _inverse_cdf
 from .resolution import Resolution
@@ -562,7 +562,7 @@ class UnbinnedNLL(Likelihood):
         self._k = k
         self._t = pos - k
         self._w = np.ones_like(self.data) if weights is None else weights
-        lay = _Layout.of(model)
+        lay = NllLayout.of(model)
         self._linear, self._parametric = lay.linear, lay.parametric
         self._basis_cols, self._zoff = lay.basis_cols, lay.zoff
         self._yidx, self._pidx, self._npar = lay.yidx, lay.pidx, lay.npar
@@ -607,7 +607,7 @@ class UnbinnedNLL(Likelihood):
                 rows = _coefficient_rows(m.components[i].shape, vals, order)  # type: ignore[arg-type]
                 integrals = rows @ m._basis_int[i]
             hit = self._rows_cache[i] = (vals, order, rows, integrals)
-        nr = _n_rows(len(vals), order)
+        nr = n_rows(len(vals), order)
         return hit[2][:nr], hit[3][:nr]
 
     def _point(self, x: np.ndarray, order: int) -> _Point:
@@ -698,85 +698,6 @@ class UnbinnedNLL(Likelihood):
         return hinv @ ((g * w**2) @ g.T) @ hinv
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """What every :class:`UnbinnedNLL` of one model shares (its components and parameter
-    set, not its data): which components are linear or parametric, the rows and parameter
-    indices :func:`~toyengine.core.model1d_kernels.nll_terms` reads, the constraint terms.
-    Built once per model and parameter set (:meth:`of`), not once per toy."""
-
-    parameters: ParameterSet
-    linear: list[int]
-    parametric: list[int]
-    basis_cols: list[slice]
-    yidx: np.ndarray
-    pidx: np.ndarray
-    npar: np.ndarray
-    zoff: list[np.ndarray]
-    constraint: NormalConstraint
-    has_grad: bool
-    has_hessian: bool
-    amplitudes: tuple[np.ndarray, np.ndarray] | None
-
-    @classmethod
-    def of(cls, model: Model1D) -> _Layout:
-        """The layout of ``model`` with its current parameter set (kept on the model)."""
-        lay = model.__dict__.get("_nll_layout")
-        if lay is not None and lay.parameters is model.parameters:
-            return lay
-        linear = [i for i, b in enumerate(model._basis_grid) if b is not None]
-        parametric = [i for i, b in enumerate(model._basis_grid) if b is None]
-        edges = [0]
-        for i in linear:
-            edges.append(edges[-1] + len(model._basis_grid[i]))  # type: ignore[arg-type]
-        npar = np.array([len(s) for s in model._shape_idx], dtype=np.int64)
-        zoff = []
-        for order in range(3):
-            # where each component's rows start among the kernel's rows at ``order``: the
-            # parametric components' grid rows, then the linear components' rows
-            z = np.zeros(len(model.components), dtype=np.int64)
-            start = 0
-            for i in parametric + linear:
-                z[i] = start
-                start += _n_rows(int(npar[i]), order)
-            zoff.append(z)
-        has_grad = model.supports_gradient()
-        lay = cls(model.parameters, linear, parametric,
-                  [slice(a, b) for a, b in itertools.pairwise(edges)],
-                  np.asarray(model._yield_idx, dtype=np.int64),
-                  np.array([j for s in model._shape_idx for j in s], dtype=np.int64), npar,
-                  zoff, NormalConstraint.from_parameters(model.parameters), has_grad,
-                  has_grad and model.supports_hessian(), _amplitude_blocks(model, linear))
-        model.__dict__["_nll_layout"] = lay
-        return lay
-
-
-def _amplitude_blocks(model: Model1D, linear: Sequence[int]
-                      ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The positive polynomials (linear shapes with ``coefficients_on_sphere``) whose yield
-    and angles no other component reads, for :func:`toyengine.core.newton.minimize`'s steps
-    in amplitude coordinates: per polynomial the parameter indices of its yield and angles
-    (padded with -1) and its basis integrals over the range (``None`` without any)."""
-    uses = np.bincount(np.concatenate([model._yield_idx, *map(np.asarray, model._shape_idx)]
-                                      ).astype(np.int64), minlength=len(model.parameters))
-    found = []
-    for i in linear:
-        angles = model._shape_idx[i]
-        own = (model._yield_idx[i], *angles)
-        if (getattr(model.components[i].shape, "coefficients_on_sphere", False) and angles
-                and all(uses[j] == 1 for j in own)):
-            found.append((own, model._basis_int[i]))
-    if not found:
-        return None
-    width = max(len(own) for own, _ in found)
-    blocks = np.full((len(found), width), -1, dtype=np.int64)
-    integrals = np.zeros((len(found), width))
-    for b, (own, integ) in enumerate(found):
-        blocks[b, :len(own)] = own
-        integrals[b, :len(own)] = integ
-    return blocks, integrals
-
-
 def _check_discriminants(disc: Discriminants, components: Sequence[Component],
                          n_grid: int) -> None:
     names = {c.name for c in components}
@@ -793,12 +714,6 @@ def _check_discriminants(disc: Discriminants, components: Sequence[Component],
             raise ModelError(msg)
 
 
-def _n_rows(p: int, order: int) -> int:
-    """Rows of a component with ``p`` shape parameters up to ``order``: the value, ``p``
-    first derivatives, ``p (p + 1) / 2`` second derivatives."""
-    return 1 + (p if order >= 1 else 0) + (p * (p + 1) // 2 if order >= 2 else 0)
-
-
 @functools.cache
 def _upper(p: int) -> tuple[np.ndarray, np.ndarray]:
     """The row-major upper triangle ``a <= b`` of a ``p x p`` matrix (``np.triu_indices``)."""
@@ -808,7 +723,7 @@ def _upper(p: int) -> tuple[np.ndarray, np.ndarray]:
 def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int
                       ) -> np.ndarray:
     """The coefficients of a linear shape and, up to ``order``, their first and second
-    derivatives (upper triangle, row-major) as the rows of one ``(_n_rows, K)`` array."""
+    derivatives (upper triangle, row-major) as the rows of one ``(n_rows, K)`` array."""
     rows_of = getattr(shape, "coefficient_rows", None)
     if rows_of is not None:  # the shape stacks them itself (a compiled kernel)
         return rows_of(vals, order)

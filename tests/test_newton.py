@@ -318,3 +318,28 @@ def test_tcc_fits_in_amplitude_coordinates_reach_the_same_minimum_in_fewer_steps
             bound = 2.0 * (math.sqrt(2 * a.edm) + math.sqrt(2 * b.edm))
             assert np.all(np.abs(a.x - b.x) / err <= bound)
     assert counts[True] < 0.9 * counts[False]
+
+
+def test_amplitude_step_refuses_an_angle_on_its_limit():
+    # at phi_1 = 0 the amplitudes u_1, u_2 are exactly zero and the map to the amplitudes is
+    # singular: the step is refused (no exception from inverting J), and a fit starting
+    # there takes its steps in x. (In floating point cos(pi/2)^2 = 3.7e-33 > 0: there the
+    # map is invertible and the step is tried.)
+    phi = 0.0
+    integrals = np.array([0.5, 0.5, 0.5])
+    x0 = np.array([0.0, 100.0, phi, 0.8])
+    ok = newton_kernels.amplitude_step(np.ones(4), np.eye(4), x0, np.array([[1, 2, 3]]),
+                                       integrals[None, :], np.full(4, -1e3), np.full(4, 1e3),
+                                       np.ones(4), math.nan)[0]
+    assert not ok
+    model = build_tcc({"grid_step": 0.02})
+    start = model.parameters.values.copy()
+    start[model.parameters.index("bkg_phi1")] = phi
+    rng = np.random.default_rng(np.random.SeedSequence(3, spawn_key=(0,)))
+    nll = model.nll(model.sample(model.parameters.values, rng))
+    lower, upper, scale = model.parameters.limit_arrays
+    free = model.parameters.free_mask
+    runs = [newton.minimize(nll, nll.grad, nll.hessian, start, free, lower, upper, scale,
+                            EDM_MAX, amplitudes=amp) for amp in (nll.amplitude_blocks, None)]
+    assert runs[0].message == runs[1].message
+    np.testing.assert_array_equal(runs[0].x, runs[1].x)  # the same steps, all in x

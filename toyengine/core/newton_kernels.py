@@ -197,10 +197,11 @@ def amplitude_step(g: np.ndarray, h: np.ndarray, xf: np.ndarray, blocks: np.ndar
 
     ``blocks[b]`` holds the free-vector positions of block ``b``'s yield, then of its
     angles (padded with -1), ``integrals[b]`` its basis integrals ``I``. ``ok`` is false
-    (and the caller keeps its own step) when ``H_u`` is not positive definite, an amplitude
-    of the trial is not positive (the minimum may be where an angle is on its limit), the
-    trial leaves ``[lo, hi]`` or its scaled length
-    exceeds ``radius`` (NaN: no bound).
+    (and the caller keeps its own step) when an amplitude at ``xf`` is not positive (an
+    angle on its limit, where ``J`` is singular), ``H_u`` is not positive definite, an
+    amplitude of the trial is not positive (the minimum may be where an angle is on its
+    limit), or the trial leaves ``[lo, hi]`` or its scaled length exceeds ``radius`` (NaN:
+    no bound).
     """
     n = g.shape[0]
     jac = np.eye(n)
@@ -239,6 +240,9 @@ def amplitude_step(g: np.ndarray, h: np.ndarray, xf: np.ndarray, blocks: np.ndar
                                        - c[k] * d2d[i, j] / d**2
                                        + 2.0 * c[k] * dd[i] * dd[j] / d**3)
         big_n = xf[blocks[b, 0]]
+        for k in range(m):
+            if not (big_n > 0.0 and r[b, k] > 0.0):  # J singular: an angle on its limit
+                return False, xf, 0.0, 0.0
         for k in range(m):
             row = blocks[b, k]  # u_k takes the place of the block's k-th parameter
             jac[row, blocks[b, 0]] = r[b, k]

@@ -11,15 +11,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from .likelihood import NormalConstraint
 from .params import ParameterSet
-
-if TYPE_CHECKING:
-    from .model1d import Model1D
 
 __all__ = ["NllLayout", "amplitude_blocks", "n_rows"]
 
@@ -45,7 +42,7 @@ class NllLayout:
     amplitudes: tuple[np.ndarray, np.ndarray] | None
 
     @classmethod
-    def of(cls, model: Model1D) -> NllLayout:
+    def of(cls, model: Any) -> NllLayout:
         """The layout of ``model`` with its current parameter set (kept on the model)."""
         lay = model.__dict__.get("_nll_layout")
         if lay is not None and lay.parameters is model.parameters:
@@ -77,7 +74,7 @@ class NllLayout:
         return lay
 
 
-def amplitude_blocks(model: Model1D, linear: Sequence[int]
+def amplitude_blocks(model: Any, linear: Sequence[int]
                       ) -> tuple[np.ndarray, np.ndarray] | None:
     """The positive polynomials (linear shapes with ``coefficients_on_sphere``) whose yield
     and angles no other component reads, for :func:`toyengine.core.newton.minimize`'s steps

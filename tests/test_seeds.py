@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from toyengine.core.streams import DataStreams, as_streams, component_id, poisson_quantile
 from toyengine.models.tcc import build_tcc
@@ -26,6 +26,16 @@ def test_poisson_quantile_is_the_inverse_cdf_and_monotone_in_the_mean() -> None:
             # smallest k with CDF(k) >= u
             assert stats.poisson.cdf(k, m) >= u
             assert k == 0 or stats.poisson.cdf(k - 1, m) < u
+
+
+def test_poisson_quantile_at_u_one() -> None:
+    # the largest uniform, 1 - 2^-53, plus the 2^-54 that keeps u above zero rounds to 1.0,
+    # where scipy's pdtrik is NaN (it raised ValueError): the smallest k with CDF(k) = 1
+    u = (1.0 - 2.0**-53) + 2.0**-54
+    assert u == 1.0
+    for m in (4.0, 117.0):
+        k = poisson_quantile(u, m)
+        assert special.pdtr(k, m) >= 1.0 > special.pdtr(k - 1, m)
 
 
 def test_counts_follow_poisson() -> None:

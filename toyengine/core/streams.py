@@ -12,6 +12,7 @@ toy uses (the study's key scheme) is decided in :mod:`toyengine.study.seeds`.
 from __future__ import annotations
 
 import hashlib
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -37,7 +38,8 @@ def poisson_quantile(u: float, mean: float) -> int:
     ``mean`` at fixed ``u`` (the Poisson family is stochastically increasing)."""
     if not mean > 0.0:
         return 0
-    k = max(int(np.ceil(special.pdtrik(u, mean))), 0)
+    guess = float(special.pdtrik(u, mean))  # NaN at u = 1 (a uniform 1 - 2^-53, + 2^-54)
+    k = max(int(math.ceil(guess)), 0) if math.isfinite(guess) else int(mean)
     # pdtrik inverts the regularised gamma function; fix its last-digit rounding exactly
     while k > 0 and special.pdtr(k - 1, mean) >= u:
         k -= 1

@@ -143,8 +143,8 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
     ``grad`` and ``hessian`` and no MINOS is asked for (started at
     ``nll.closed_form_minimum(x0, free_mask)`` where the likelihood has closed-form
     estimates and that returns a point), MIGRAD (+ HESSE) otherwise and
-    whenever Newton does not reach a valid interior minimum; the calls Newton spent are
-    then added to MIGRAD's ``nfcn``."""
+    whenever Newton does not reach a valid interior minimum, then from Newton's last
+    point; the calls Newton spent are then added to MIGRAD's ``nfcn``."""
     spent, reason = 0, ""
     nll = as_likelihood(nll)
     if not minos and nll.has_grad and nll.has_hessian:
@@ -155,6 +155,11 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
         if newton.valid:
             return newton
         spent, reason = newton.nfcn, newton.message
+        if math.isfinite(newton.nll) and np.all(np.isfinite(newton.values)):
+            # MIGRAD goes on from where Newton stopped: no higher than x0 (every step
+            # Newton took lowered -ln L), often at the minimum already (one within
+            # LIMIT_TOLERANCE steps of a limit)
+            x0 = newton.values
     res = _migrad_fit(nll, params, x0, minos, strategy, tol, hesse)
     if spent:
         res = FitResult(**{**res.__dict__, "nfcn": res.nfcn + spent,

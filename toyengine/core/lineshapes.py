@@ -403,15 +403,19 @@ class BreitWignerGrid:
         Returns
         -------
         (F, dF, d2F) : tuple of ndarray
-            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0 (views of one
-            (7, n) array).
+            Shapes (n,), (2, n) and (2, 2, n); index 0 is m0, 1 is Γ0.
         """
+        rows = self.derivative_rows(m0, gamma0)
+        return rows[0], rows[1:3], rows[[3, 4, 4, 5]].reshape(2, 2, -1)
+
+    def derivative_rows(self, m0: float, gamma0: float) -> NDArray[np.float64]:
+        """:meth:`density_derivatives` as the rows of one (6, n) array: F, ∂F/∂m0,
+        ∂F/∂Γ0, ∂²F/∂m0², ∂²F/∂m0∂Γ0, ∂²F/∂Γ0² (a new array)."""
         from .model1d_kernels import bw_rows
 
         m0, gamma0, q0 = _check_bw(m0, gamma0, self.m1, self.m2)
         a, da = self._dlog_c0(m0, q0)
-        rows = bw_rows(self._pref, self._m2, self._g, m0, gamma0, self._c0(q0), a, da)
-        return rows[0], rows[1:3], rows[3:].reshape(2, 2, -1)
+        return bw_rows(self._pref, self._m2, self._g, m0, gamma0, self._c0(q0), a, da)
 
 
 def _dlog_blatt_weisskopf_dlogz(z: float, L: int) -> tuple[float, float]:

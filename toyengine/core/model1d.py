@@ -268,6 +268,8 @@ class Model1D:
             elif order == 1:
                 v, dv = shape.evaluate_with_gradient(xs, vals)  # type: ignore[union-attr]
                 rows = np.concatenate([np.asarray(v, dtype=float)[None, :], dv])
+            elif hasattr(shape, "hessian_rows"):  # the shape stacks them itself
+                rows = shape.hessian_rows(xs, vals)
             else:
                 v, dv, d2v = shape.evaluate_with_hessian(xs, vals)  # type: ignore[union-attr]
                 upper = _upper(len(vals))
@@ -715,9 +717,14 @@ def _check_discriminants(disc: Discriminants, components: Sequence[Component],
 
 
 @functools.cache
+@functools.lru_cache(maxsize=16)
 def _upper(p: int) -> tuple[np.ndarray, np.ndarray]:
-    """The row-major upper triangle ``a <= b`` of a ``p x p`` matrix (``np.triu_indices``)."""
-    return np.triu_indices(p)
+    """The row-major upper triangle ``a <= b`` of a ``p x p`` matrix (``np.triu_indices``,
+    read only: shared by every call)."""
+    upper = np.triu_indices(p)
+    for a in upper:
+        a.setflags(write=False)
+    return upper
 
 
 def _coefficient_rows(shape: LinearShape, vals: tuple[float, ...], order: int

@@ -240,8 +240,9 @@ def nll_terms(k: np.ndarray, t: np.ndarray, w: np.ndarray, grid_rows: np.ndarray
 @numba.njit(cache=True, error_model="numpy")
 def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: float,
             c0: float, a: float, da: float) -> np.ndarray:
-    """F, ∂F/∂m0, ∂F/∂Γ0, ∂²F/∂m0², ∂²F/∂m0∂Γ0 (twice) and ∂²F/∂Γ0² as the rows of one
-    (7, n) array, for ``F = P w / (u² + w²)`` with ``P = pref``, ``u = m0² − m²``,
+    """F, ∂F/∂m0, ∂F/∂Γ0, ∂²F/∂m0², ∂²F/∂m0∂Γ0 and ∂²F/∂Γ0² as the rows of one
+    (6, n) array (the order in which a likelihood stacks them: value, gradient, upper
+    triangle of the Hessian), for ``F = P w / (u² + w²)`` with ``P = pref``, ``u = m0² − m²``,
     ``w = Γ0 m0² c0 g`` (LHCb, Eur. Phys. J. C 78 (2018) 1019, Eqs. (7)–(8)).
 
     As a function of (u, w), with ``D = u² + w²``: ``F_w = P (u² − w²)/D²``,
@@ -251,7 +252,7 @@ def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: 
     (``a = d ln c0/dm0``, ``da = a'``).
     """
     n = pref.shape[0]
-    out = np.empty((7, n))
+    out = np.empty((6, n))
     lm = 2.0 / m0 + a
     c2 = lm * lm - 2.0 / (m0 * m0) + da  # w_mm = w c2
     u_m = 2.0 * m0
@@ -280,8 +281,7 @@ def bw_rows(pref: np.ndarray, m2: np.ndarray, g: np.ndarray, m0: float, gamma0: 
         out[3, i] = (f_ww * (-u_m * u_m) + f_uw * (2.0 * u_m * lm) * w
                      + fww_w * w * (lm * lm) + 2.0 * f_u + fw_w * c2)
         out[4, i] = d_mg
-        out[5, i] = d_mg
-        out[6, i] = fww_w * w * (inv_g * inv_g)
+        out[5, i] = fww_w * w * (inv_g * inv_g)
     return out
 
 

@@ -101,6 +101,18 @@ class RelativisticBW:
         assert grid is not None
         return grid.density_derivatives(m0, gamma0)
 
+    def hessian_rows(self, x: np.ndarray, values: tuple[float, ...]) -> np.ndarray:
+        """:meth:`evaluate_with_hessian` stacked as a likelihood needs it: the rows F, ∂F/∂x0,
+        ∂F/∂Γ0, ∂²F/∂x0², ∂²F/∂x0∂Γ0, ∂²F/∂Γ0² of one new (6, n) array
+        (:meth:`~toyengine.lineshapes.BreitWignerGrid.derivative_rows`)."""
+        x0, gamma0 = values
+        m0 = self.offset + x0
+        if m0 <= self.m_a + self.m_b or gamma0 <= 0:
+            return np.zeros((6, len(x)))
+        grid = self._grid(x)
+        assert grid is not None
+        return grid.derivative_rows(m0, gamma0)
+
 
 @dataclass(frozen=True)
 class PhaseSpacePolynomial:

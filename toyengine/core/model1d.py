@@ -617,13 +617,13 @@ class UnbinnedNLL(Likelihood):
         ``x`` (:func:`toyengine.core.model1d_kernels.nll_terms`, plus the constraint terms),
         memoised for the last ``x`` (a Hessian brings the gradient and the value at the
         same point for free)."""
-        from .model1d_kernels import nll_terms
-
         x = np.asarray(x, dtype=float)
         key = x.tobytes()
         last = self._last
         if last is not None and last.key == key and last.order >= order:
             return last
+        from .model1d_kernels import nll_terms
+
         grid = [self._rows(i, x, order) for i in self._parametric]
         lines = [self._rows(i, x, order) for i in self._linear]
         grid_rows = (grid[0][0] if len(grid) == 1 else

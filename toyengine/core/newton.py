@@ -213,10 +213,24 @@ def _free_blocks(amplitudes: tuple[np.ndarray, np.ndarray] | None, free: np.ndar
     if amplitudes is None:
         return None, None
     blocks, integrals = amplitudes
-    pos = np.cumsum(free) - 1
-    keep = [b for b in range(len(blocks)) if all(free[i] for i in blocks[b] if i >= 0)]
-    if not keep:
-        return None, None
-    out = np.array([[pos[i] if i >= 0 else -1 for i in blocks[b]] for b in keep],
-                   dtype=np.int64)
-    return out, np.ascontiguousarray(np.asarray(integrals, dtype=float)[keep])
+    key = (blocks.tobytes(), blocks.shape, np.asarray(integrals, dtype=float).tobytes(),
+           free.tobytes())
+    hit = _FREE_BLOCKS.get(key)
+    if hit is None:  # a study's fits share their blocks and free mask: found once
+        pos = np.cumsum(free) - 1
+        keep = [b for b in range(len(blocks)) if all(free[i] for i in blocks[b] if i >= 0)]
+        hit = (None, None)
+        if keep:
+            out = np.array([[pos[i] if i >= 0 else -1 for i in blocks[b]] for b in keep],
+                           dtype=np.int64)
+            # shared by the fits (never written: writable, as numba's kernels were
+            # compiled for writable arrays)
+            hit = (out, np.ascontiguousarray(np.asarray(integrals, dtype=float)[keep]))
+        if len(_FREE_BLOCKS) >= 64:
+            _FREE_BLOCKS.clear()
+        _FREE_BLOCKS[key] = hit
+    return hit
+
+
+#: :func:`_free_blocks` by blocks, integrals and free mask
+_FREE_BLOCKS: dict[tuple, tuple[np.ndarray | None, np.ndarray | None]] = {}

@@ -38,6 +38,31 @@ def test_poisson_quantile_at_u_one() -> None:
         assert special.pdtr(k, m) >= 1.0 > special.pdtr(k - 1, m)
 
 
+def test_streams_are_numpys_seed_sequences() -> None:
+    # DataStreams builds each stream's SeedSequence from the entropy numpy assembles from
+    # (root, spawn_key): the same pool and numbers as SeedSequence(root, spawn_key=...) for
+    # roots of one to six 32-bit words and keys with zero and multi-word entries
+    rng = np.random.default_rng(8)
+    roots = [0, 1, 2**32 - 1, 2**32, 20211, 2**63 + 5, 2**190 + 3] + [
+        int(rng.integers(2**62)) for _ in range(20)]
+    prefixes = [(), (0,), (1, 2**32), (2**40 + 7, 3, 0), (2**32 - 1,)]
+    for root in roots:
+        for prefix in prefixes:
+            streams = DataStreams(root, prefix)
+            for name in ("signal", "bkg"):
+                for slot in (0, 1):
+                    ref = np.random.SeedSequence(
+                        root, spawn_key=(*prefix, component_id(name), slot))
+                    ours = streams._ss(name, slot)
+                    np.testing.assert_array_equal(ours.generate_state(8),
+                                                  ref.generate_state(8))
+            ref_events = np.random.default_rng(np.random.SeedSequence(
+                root, spawn_key=(*prefix, component_id("signal"), 1))).random(5)
+            np.testing.assert_array_equal(streams.events("signal").random(5), ref_events)
+    with pytest.raises(ValueError, match="non-negative"):
+        DataStreams(-1, ())
+
+
 def test_counts_follow_poisson() -> None:
     # 4000 toys' counts at mean 117: sample mean within 4 standard errors (sqrt(117/4000))
     counts = np.array([data_streams(5, t).count("signal", 117.0) for t in range(4000)])

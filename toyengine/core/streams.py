@@ -27,6 +27,24 @@ _EVENT_SLOT = 1
 _WHOLE_TOY = 2**32
 
 
+#: numpy's SeedSequence pool size (32-bit words)
+_POOL_SIZE = 4
+
+
+def _uint32_words(n: int) -> list[int]:
+    """The little-endian 32-bit words of a non-negative integer (``[0]`` for zero), as
+    numpy's SeedSequence reads an integer."""
+    if n < 0:
+        msg = f"a seed or key must be a non-negative integer, got {n}"
+        raise ValueError(msg)
+    words = [n & 0xFFFFFFFF]
+    n >>= 32
+    while n:
+        words.append(n & 0xFFFFFFFF)
+        n >>= 32
+    return words
+
+
 @lru_cache(maxsize=256)
 def component_id(name: str) -> int:
     """Stable 32-bit id of a component name (first four bytes of its SHA-256)."""
@@ -62,10 +80,19 @@ class DataStreams:
     def __init__(self, root_seed: int, prefix: tuple[int, ...]):
         self.root_seed = int(root_seed)
         self.prefix = tuple(int(k) for k in prefix)
+        # the entropy numpy assembles for SeedSequence(root_seed, spawn_key=(*prefix, ...)),
+        # up to the component's words: the root's 32-bit words, zero-padded to the pool
+        # size, then each key entry's (numpy's ``get_assembled_entropy``)
+        root = _uint32_words(self.root_seed)
+        self._head = [*root, *[0] * (_POOL_SIZE - len(root)),
+                      *[w for k in self.prefix for w in _uint32_words(k)]]
 
     def _ss(self, component: str, slot: int) -> np.random.SeedSequence:
+        """``SeedSequence(root_seed, spawn_key=(*prefix, component_id(component), slot))``,
+        built from its assembled entropy (a third of the time: numpy converts a spawn key's
+        integers in Python; the same pool, so the same numbers; ``tests/test_seeds.py``)."""
         return np.random.SeedSequence(
-            self.root_seed, spawn_key=(*self.prefix, component_id(component), slot))
+            np.array([*self._head, component_id(component), slot], dtype=np.uint32))
 
     def count(self, component: str, mean: float) -> int:
         """Poisson count of ``component`` with mean ``mean`` by inverse CDF of one uniform."""

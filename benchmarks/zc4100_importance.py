@@ -18,11 +18,21 @@ estimate reliable?), the count of the toys generated under h0 alone (a plain
 estimate), and χ²(8), χ²(9): a proposal that covers the null tail agrees with the plain
 count where that count is not small.
 
+``heavy STUDY STORE`` prints STUDY (the file STORE was run with) with more injected points:
+H1 at the full fitted vectors (every column of ``importance.points``, not only the Z_c
+mass, width and coupling) of the ``--n`` toys beyond ``--threshold`` with the largest
+weights, and a new ``--seed``. Those toys' fits moved parameters that the grid's points hold
+where H1 is closest to the null, so no point explains them: the best point's log ratio lay
+2–6 below t/2 for the heaviest toys of the first runs, above it for typical toys beyond
+41.4. A proposal built from one store is run with another seed (its toys are then
+independent of the ones that chose it).
+
 Usage::
 
     python benchmarks/zc4100_importance.py write > tmp/zc_is.yaml
     toyengine run tmp/zc_is.yaml --store tmp/zc_is.zarr --workers 2
     python benchmarks/zc4100_importance.py check tmp/zc_is.zarr
+    python benchmarks/zc4100_importance.py heavy tmp/zc_is.yaml tmp/zc_is.zarr > tmp/zc_is2.yaml
 """
 
 from __future__ import annotations
@@ -136,6 +146,45 @@ def check(args: argparse.Namespace) -> None:
               f"chi2(9) {stats.chi2.sf(c, 9):.3g}")
 
 
+def heavy(args: argparse.Namespace) -> None:
+    import yaml
+
+    from toyengine import open_results
+    from toyengine.summary.importance import mixture_weights
+
+    ds = open_results(args.store, allow_incomplete=True)
+    nll = ds["nll"].values[0]
+    t = 2.0 * (nll[:, 0] - nll[:, 1])
+    w = mixture_weights(ds["log_ratio"].values[0], float(ds.attrs["importance_fraction"]))
+    beyond = np.flatnonzero(np.isfinite(t) & np.isfinite(w) & (t >= args.threshold))
+    chosen = beyond[np.argsort(-w[beyond], kind="stable")][:args.n]
+    text = Path(args.study).read_text()
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    imp = yaml.load(text, Loader=loader)["importance"]
+    points = {k: [float(v) for v in col] for k, col in imp["points"].items()}
+    names = [str(n) for n in ds["param"].values]
+    h1 = [str(h) for h in ds["hypothesis"].values].index(imp["inject"][0])
+    fitted = ds["value"].values[0][:, h1, :]
+    missing = [c for c in points if c not in names]
+    if missing:
+        raise SystemExit(f"the store has no values for the points' columns {missing}")
+    share = w[chosen] / np.sum(w[beyond]) if beyond.size else w[chosen]
+    print(f"# {len(chosen)} points added from {args.store}: H1 fitted at its toys "
+          f"{chosen.tolist()} (t {np.round(t[chosen], 1).tolist()}, shares of the weight "
+          f"beyond {args.threshold}: {np.round(share, 3).tolist()})")
+    for toy in chosen:
+        for col, values in points.items():
+            values.append(float(fitted[toy, names.index(col)]))
+    body = ", ".join(f"{k}: [{', '.join(f'{v:.6g}' for v in col)}]" for k, col in points.items())
+    line = (f"importance: {{inject: [{imp['inject'][0]}], fraction: {imp['fraction']}, "
+            f"points: {{{body}}}}}")
+    text = re.sub(r"(?m)^seed: .*$", f"seed: {args.seed}", text)
+    text, n = re.subn(r"(?m)^importance: .*$", lambda _: line, text)
+    if n != 1:
+        raise SystemExit(f"{args.study}: expected one 'importance:' line (as `write` prints)")
+    print(text.rstrip("\n"))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -154,8 +203,14 @@ def main() -> None:
     pc.add_argument("--thresholds", type=float, nargs="+", default=[10, 15, 20, 30, 41.4])
     pc.add_argument("--upto", type=int, default=None,
                     help="only toys 0 … UPTO − 1 (how the estimate moved as toys came in)")
+    ph = sub.add_parser("heavy")
+    ph.add_argument("study", help="the study file the store was run with")
+    ph.add_argument("store")
+    ph.add_argument("--n", type=int, default=40, help="toys whose H1 fits join the points")
+    ph.add_argument("--threshold", type=float, default=41.4)
+    ph.add_argument("--seed", type=int, default=20181021)
     args = p.parse_args()
-    write(args) if args.cmd == "write" else check(args)
+    {"write": write, "check": check, "heavy": heavy}[args.cmd](args)
 
 
 if __name__ == "__main__":

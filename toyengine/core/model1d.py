@@ -717,7 +717,6 @@ def _check_discriminants(disc: Discriminants, components: Sequence[Component],
 
 
 @functools.cache
-@functools.lru_cache(maxsize=16)
 def _upper(p: int) -> tuple[np.ndarray, np.ndarray]:
     """The row-major upper triangle ``a <= b`` of a ``p x p`` matrix (``np.triu_indices``,
     read only: shared by every call)."""

@@ -299,6 +299,23 @@ def test_a_malloc_setting_of_the_user_reaches_the_workers(monkeypatch) -> None:
         assert nanny.pre_spawn_env["OMP_NUM_THREADS"] == "1"
 
 
+def test_our_local_cluster_workers_run_without_the_profiler() -> None:
+    # the workers of our own cluster get its Dask settings (no statistical profiler, memory
+    # checked every second) through their nannies; the client process keeps the user's
+    import dask.config
+
+    from toyengine.run.client import LOCAL_WORKER_CONFIG, _make_client
+
+    client, cluster = _make_client(1, None, None, 30.0)
+    try:
+        seen = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG})
+        assert list(seen.values()) == [LOCAL_WORKER_CONFIG]
+        assert dask.config.get("distributed.worker.profile.enabled") is True
+    finally:
+        client.close()
+        cluster.close()
+
+
 def test_our_local_cluster_workers_load_the_store_writer_and_kernels_at_start() -> None:
     """The embedded cluster's workers import the store writer and load the 1-D likelihood's
     and the Newton fitter's compiled kernels at start, before they join and before any study is sent

@@ -38,6 +38,36 @@ def test_poisson_quantile_at_u_one() -> None:
         assert special.pdtr(k, m) >= 1.0 > special.pdtr(k - 1, m)
 
 
+def _quantile_by_search(u: float, m: float) -> int:
+    """The search poisson_quantile does above its table's means: pdtr one k at a time."""
+    k = 0
+    while special.pdtr(k, m) < u:
+        k += 1
+    return k
+
+
+def test_poisson_quantile_table_gives_the_counts_of_the_search() -> None:
+    # the table of P(N <= k) a mean keeps must give the same count as searching pdtr one k
+    # at a time, also for uniforms exactly on, just below and just above a table entry
+    # (where a search through another CDF evaluation would round differently), at u = 1 and
+    # at the smallest u
+    from toyengine.core.streams import _poisson_cdf
+
+    rng = np.random.default_rng(3)
+    for m in (1e-3, 0.5, 3.7, 117.0, 700.0, 9999.0):
+        table = _poisson_cdf(m)
+        assert table is not None and table[-1] == 1.0 and table[-2] < 1.0
+        us = [*rng.random(200), 1.0, 2.0**-54]
+        for k in (0, 1, len(table) // 2, len(table) - 2, len(table) - 1):
+            us += [table[k], np.nextafter(table[k], 0.0), np.nextafter(table[k], 2.0)]
+        for u in us:
+            if 0.0 < u <= 1.0:
+                assert poisson_quantile(float(u), m) == _quantile_by_search(float(u), m), (m, u)
+    assert _poisson_cdf(2e4) is None  # above the table's means: pdtrik and the search
+    u = float(rng.random())
+    assert poisson_quantile(u, 2e4) == _quantile_by_search(u, 2e4)
+
+
 def test_streams_are_numpys_seed_sequences() -> None:
     # DataStreams builds each stream's SeedSequence from the entropy numpy assembles from
     # (root, spawn_key): the same pool and numbers as SeedSequence(root, spawn_key=...) for

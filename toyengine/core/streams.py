@@ -51,11 +51,33 @@ def component_id(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
+#: means up to which :func:`poisson_quantile` searches a table of the CDF
+_TABLE_MEAN = 1.0e4
+
+
+@lru_cache(maxsize=64)
+def _poisson_cdf(mean: float) -> np.ndarray | None:
+    """``P(N <= k)`` for ``k = 0, 1, ...`` up to the first ``k`` where it is 1.0, the same
+    ``special.pdtr`` values the search of :func:`poisson_quantile` computes one by one; None
+    above :data:`_TABLE_MEAN` or if the values do not rise monotonically to 1.0."""
+    if not 0.0 < mean <= _TABLE_MEAN:
+        return None
+    cdf = special.pdtr(np.arange(int(mean + 40.0 * math.sqrt(mean)) + 60), mean)
+    if cdf[-1] != 1.0 or np.any(np.diff(cdf) < 0.0):
+        return None
+    cdf = cdf[:int(np.argmax(cdf == 1.0)) + 1]
+    cdf.flags.writeable = False
+    return cdf
+
+
 def poisson_quantile(u: float, mean: float) -> int:
     """Smallest ``k`` with ``P(N <= k) >= u`` for ``N ~ Poisson(mean)``; nondecreasing in
     ``mean`` at fixed ``u`` (the Poisson family is stochastically increasing)."""
     if not mean > 0.0:
         return 0
+    table = _poisson_cdf(mean)
+    if table is not None:  # a study's toys share their means: one table each, kept
+        return int(np.searchsorted(table, u, side="left"))
     guess = float(special.pdtrik(u, mean))  # NaN at u = 1 (a uniform 1 - 2^-53, + 2^-54)
     k = max(int(math.ceil(guess)), 0) if math.isfinite(guess) else int(mean)
     # pdtrik inverts the regularised gamma function; fix its last-digit rounding exactly

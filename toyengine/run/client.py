@@ -8,6 +8,7 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
+import dask.config
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from ..errors import ClusterError
@@ -17,6 +18,18 @@ from .preflight import (
     probe_scheduler,
 )
 from .preload import PRELOAD
+
+#: Dask settings of the workers of our own local cluster, which share the machine's cores
+#: with the client and with each other: no statistical profiler (it samples each worker's
+#: stack every 10 ms for the dashboard's profile page, and this cluster's dashboard is not
+#: shown to anyone) and memory checked every second rather than ten times a second. With
+#: the client's idle wait, ~5 % of the T_cc+ pulls study's time per toy on one core
+#: (benchmarks/bench_tcc_roofit.py).
+LOCAL_WORKER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.nanny.memory.monitor-interval": "1s",
+}
 
 
 def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
@@ -83,10 +96,11 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
     try:
         # the preload on both sides: kernels loaded in the worker, glibc's adaptive malloc
         # thresholds kept by the nanny (toyengine.run.preload)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                               silence_logs=40, preload=[PRELOAD],
-                               preload_nanny=[PRELOAD])
+        with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies hand it to the workers
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                                   silence_logs=40, preload=[PRELOAD],
+                                   preload_nanny=[PRELOAD])
     finally:
         if old is not None:
             signal.signal(signal.SIGINT, old)

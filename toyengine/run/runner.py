@@ -66,6 +66,9 @@ BATCH_WAITS = 5
 #: finished tasks are collected at most this often (seconds), so that one gather fetches
 #: the results of many: the client's cost per chunk falls with the batch size
 BATCH_SECONDS = 0.1
+#: longest sleep of the client between checks of the workers and the lease while no task
+#: finishes (seconds)
+IDLE_WAIT = 0.5
 #: floor of the automatic task length (seconds of work per chunk)
 TARGET_TASK_SECONDS = 5.0
 #: the automatic chunk size keeps the cluster below this many finished tasks per second
@@ -639,10 +642,19 @@ def _submit_and_collect(client: Any, plan: Plan, pending: list[Chunk], loc: Loca
                 del fut, res
                 continue
             wait = last_batch + BATCH_SECONDS - time.monotonic()
-            if wait > 0 or not ac.has_ready():
+            if wait > 0:
                 if stop():
                     break
-                time.sleep(max(wait, 0.01))
+                time.sleep(wait)
+                continue
+            if not ac.has_ready():
+                if stop():
+                    break
+                # asleep until a task finishes (as_completed notifies its condition), not
+                # polling: the client shares its cores with the workers
+                with ac.thread_condition:
+                    if not ac.has_ready():
+                        ac.thread_condition.wait(IDLE_WAIT)
                 continue
             last_batch = time.monotonic()
             batch = list(ac.next_batch(block=False))

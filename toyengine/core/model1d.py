@@ -695,11 +695,11 @@ class UnbinnedNLL(Likelihood):
 
     def _call(self, x: np.ndarray) -> float:
         x = np.asarray(x, dtype=float)
-        yields = x[self.model._yield_idx]
-        if not yields.sum() > 0.0:
+        total = x[self.model._yield_idx].sum()
+        if not total > 0.0:
             return 1e300  # no expected events: outside the model (negative yields may only
             #               cancel part of the total), as for a non-finite value below
-        val = self.constraint.add_value(yields.sum() - self._point(x, 0).logsum, x)
+        val = self.constraint.add_value(total - self._point(x, 0).logsum, x)
         return float(val) if math.isfinite(val) else 1e300
 
     def _grad(self, x: np.ndarray) -> np.ndarray:

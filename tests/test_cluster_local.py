@@ -301,16 +301,35 @@ def test_a_malloc_setting_of_the_user_reaches_the_workers(monkeypatch) -> None:
 
 def test_our_local_cluster_workers_run_without_the_profiler() -> None:
     # the workers of our own cluster get its Dask settings (no statistical profiler, memory
-    # checked every second) through their nannies; the client process keeps the user's
+    # checked every second) through their nannies; the client process keeps its own
     import dask.config
 
     from toyengine.run.client import LOCAL_WORKER_CONFIG, _make_client
 
+    ours = {k: v[1] for k, v in LOCAL_WORKER_CONFIG.items()}
+    before = {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG}
+    assert before == {k: v[0] for k, v in LOCAL_WORKER_CONFIG.items()}  # distributed's
     client, cluster = _make_client(1, None, None, 30.0)
     try:
         seen = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG})
-        assert list(seen.values()) == [LOCAL_WORKER_CONFIG]
-        assert dask.config.get("distributed.worker.profile.enabled") is True
+        assert list(seen.values()) == [ours]
+        assert {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG} == before
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_memory_monitor_setting_of_the_user_reaches_the_workers() -> None:
+    # only distributed's defaults are replaced: a value the user set is what workers get
+    import dask.config
+
+    from toyengine.run.client import _make_client
+
+    key = "distributed.worker.memory.monitor-interval"
+    with dask.config.set({key: "200ms"}):
+        client, cluster = _make_client(1, None, None, 30.0)
+    try:
+        assert list(client.run(lambda: dask.config.get(key)).values()) == ["200ms"]
     finally:
         client.close()
         cluster.close()

@@ -20,16 +20,25 @@ from .preflight import (
 from .preload import PRELOAD
 
 #: Dask settings of the workers of our own local cluster, which share the machine's cores
-#: with the client and with each other: no statistical profiler (it samples each worker's
-#: stack every 10 ms for the dashboard's profile page, and this cluster's dashboard is not
-#: shown to anyone) and memory checked every second rather than ten times a second. With
-#: the client's idle wait, ~5 % of the T_cc+ pulls study's time per toy on one core
-#: (benchmarks/bench_tcc_roofit.py).
-LOCAL_WORKER_CONFIG = {
-    "distributed.worker.profile.enabled": False,
-    "distributed.worker.memory.monitor-interval": "1s",
-    "distributed.nanny.memory.monitor-interval": "1s",
+#: with the client and with each other, as (distributed's default, ours): no statistical
+#: profiler (it samples each worker's stack every 10 ms for the Profile page of the
+#: dashboard) and memory checked every second rather than ten times a second. With the
+#: client's idle wait, ~5 % of the T_cc+ pulls study's time per toy on one core
+#: (benchmarks/bench_tcc_roofit.py). A setting the user changed from distributed's default
+#: is kept (:func:`local_worker_config`); for the dashboard's Profile page run a cluster of
+#: your own (``--scheduler``, cluster/README.md).
+LOCAL_WORKER_CONFIG: dict[str, tuple[Any, Any]] = {
+    "distributed.worker.profile.enabled": (True, False),
+    "distributed.worker.memory.monitor-interval": ("100ms", "1s"),
+    "distributed.nanny.memory.monitor-interval": ("100ms", "1s"),
 }
+
+
+def local_worker_config() -> dict[str, Any]:
+    """Our values of :data:`LOCAL_WORKER_CONFIG` for the settings still at distributed's
+    default (the others are the user's)."""
+    return {key: ours for key, (default, ours) in LOCAL_WORKER_CONFIG.items()
+            if dask.config.get(key, default=None) == default}
 
 
 def plugin_modules(spec: StudySpec) -> tuple[str, ...]:
@@ -96,7 +105,7 @@ def _make_client(workers: int | None, scheduler: str | None, security: Any,
     try:
         # the preload on both sides: kernels loaded in the worker, glibc's adaptive malloc
         # thresholds kept by the nanny (toyengine.run.preload)
-        with dask.config.set(LOCAL_WORKER_CONFIG):  # the nannies hand it to the workers
+        with dask.config.set(local_worker_config()):  # the nannies hand it to the workers
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                    host="127.0.0.1", dashboard_address="127.0.0.1:0",
                                    silence_logs=40, preload=[PRELOAD],

@@ -30,7 +30,6 @@ from .preload import PRELOAD
 LOCAL_WORKER_CONFIG: dict[str, tuple[Any, Any]] = {
     "distributed.worker.profile.enabled": (True, False),
     "distributed.worker.memory.monitor-interval": ("100ms", "1s"),
-    "distributed.nanny.memory.monitor-interval": ("100ms", "1s"),
 }
 
 

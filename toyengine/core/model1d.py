@@ -59,10 +59,10 @@ __all__ = [
 #: how many shape values :meth:`Model1D._shape_rows` keeps per component
 _ROWS_MEMO = 8
 
-try:  # pocketfft's functions, which scipy.fft calls after dispatching each call through
-    # its backend machinery (uarray): ~5 us a call, a tenth of the convolution of a
-    # Breit-Wigner's rows on the T_cc+ study's grid. The same transforms, bit for bit
-    # (tests/test_model1d.py).
+try:  # pocketfft's own transforms: scipy.fft.rfft and irfft call them after dispatching
+    # through scipy's backend machinery (uarray), ~5 us a call, 10 of the 64 us that the
+    # convolution of a Breit-Wigner's six rows on the T_cc+ pulls study's grid took. The
+    # same transforms, bit for bit (tests/test_model1d.py).
     from scipy.fft._pocketfft.pypocketfft import c2r as _c2r
     from scipy.fft._pocketfft.pypocketfft import r2c as _r2c
 except ImportError:  # pragma: no cover - a scipy without that private module
@@ -77,10 +77,12 @@ def _rfft(f: np.ndarray) -> np.ndarray:
 
 
 def _irfft(spec: np.ndarray, n: int) -> np.ndarray:
-    """``scipy.fft.irfft(spec, n, axis=-1)``, overwriting ``spec`` (a temporary: no copy)."""
+    """``scipy.fft.irfft(spec, n, axis=-1)``; ``spec`` is a temporary, which scipy's path
+    may overwrite (no copy)."""
     if _c2r is None:
         return scipy.fft.irfft(spec, n, axis=-1, overwrite_x=True)
     return _c2r(spec, (spec.ndim - 1,), n, False, 2, None, 1)
+
 
 #: suffix of the stream names of the discriminants of a component or species
 DISCRIMINANT_SUFFIX = "#m"
@@ -256,8 +258,6 @@ class Model1D:
         # per parametric component: its grid rows with derivatives at the last few shape
         # values and orders asked for (:meth:`_shape_rows`)
         self._rows_memo: list[dict[tuple, tuple]] = [{} for _ in self.components]
-        # per component: inverse-CDF tables at the last few shape values sampled (:meth:`_cdf`)
-        self._cdf_memo: list[dict[tuple, Any]] = [{} for _ in self.components]
 
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
@@ -310,25 +310,6 @@ class Model1D:
                     break
         memo[key] = hit
         return hit
-
-    def _cdf(self, i: int, x: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The inverse-CDF table of component ``i`` at the shape values of ``x``, kept for
-        the last :data:`_ROWS_MEMO` values: a study generates its toys at the same values
-        while each fit moves the grid cache (:meth:`_grid_entry`) elsewhere; without the
-        table kept, every toy convolved the shape and built the table again (~60 us of the
-        T_cc+ pulls study's 0.9 ms toy). The tables are never modified."""
-        vals = self._shape_values(i, x)
-        memo = self._cdf_memo[i]
-        table = memo.get(vals)
-        if table is None:
-            table = _cdf_table(self.grid, self.component_grid(i, x))
-            while len(memo) >= _ROWS_MEMO:
-                try:  # the oldest entry (dicts keep their order of insertion)
-                    memo.pop(next(iter(memo)), None)
-                except (StopIteration, RuntimeError):  # another thread changed it
-                    break
-            memo[vals] = table
-        return table
 
     def _shape_values(self, i: int, x: np.ndarray) -> tuple[float, ...]:
         return tuple([float(x[j]) for j in self._shape_idx[i]])
@@ -432,7 +413,10 @@ class Model1D:
             name = self.components[i].name
             k = streams.count(name, float(n))
             u = streams.events(name).random(k)
-            parts.append(_inverse_cdf(self.grid, self._cdf(i, x), u))
+            entry = self._grid_entry(i, x)
+            if "cdf" not in entry:
+                entry["cdf"] = _cdf_table(self.grid, entry["g"])  # type: ignore[arg-type]
+            parts.append(_inverse_cdf(self.grid, entry["cdf"], u))  # type: ignore[arg-type]
         if self.discriminants is not None:
             return self._sample_discriminants(parts, streams)
         return np.concatenate(parts)

@@ -64,6 +64,13 @@ def test_poisson_quantile_table_gives_the_counts_of_the_search() -> None:
             if 0.0 < u <= 1.0:
                 assert poisson_quantile(float(u), m) == _quantile_by_search(float(u), m), (m, u)
     assert _poisson_cdf(2e4) is None  # above the table's means: pdtrik and the search
+    # a mean is tabled from its second toy on, not for one met once
+    m = 123.4567
+    before = _poisson_cdf.cache_info().misses
+    poisson_quantile(0.5, m)
+    assert _poisson_cdf.cache_info().misses == before
+    poisson_quantile(0.5, m)
+    assert _poisson_cdf.cache_info().misses == before + 1
     u = float(rng.random())
     assert poisson_quantile(u, 2e4) == _quantile_by_search(u, 2e4)
 

@@ -53,6 +53,8 @@ def component_id(name: str) -> int:
 
 #: means up to which :func:`poisson_quantile` searches a table of the CDF
 _TABLE_MEAN = 1.0e4
+#: the last means :func:`poisson_quantile` was asked for (a table is made from the second)
+_MEANS_SEEN: set[float] = set()
 
 
 @lru_cache(maxsize=64)
@@ -75,9 +77,15 @@ def poisson_quantile(u: float, mean: float) -> int:
     ``mean`` at fixed ``u`` (the Poisson family is stochastically increasing)."""
     if not mean > 0.0:
         return 0
-    table = _poisson_cdf(mean)
-    if table is not None:  # a study's toys share their means: one table each, kept
-        return int(np.searchsorted(table, u, side="left"))
+    if mean in _MEANS_SEEN:  # a study's toys share their means: one table each, kept
+        table = _poisson_cdf(mean)
+        if table is not None:
+            return int(np.searchsorted(table, u, side="left"))
+    else:  # a mean met once (e.g. toys of an importance-sampled study's many models) is
+        # searched for, not tabled
+        if len(_MEANS_SEEN) >= 256:
+            _MEANS_SEEN.clear()
+        _MEANS_SEEN.add(mean)
     guess = float(special.pdtrik(u, mean))  # NaN at u = 1 (a uniform 1 - 2^-53, + 2^-54)
     k = max(int(math.ceil(guess)), 0) if math.isfinite(guess) else int(mean)
     # pdtrik inverts the regularised gamma function; fix its last-digit rounding exactly

@@ -78,24 +78,6 @@ def test_fft_convolution_matches_direct_integration(grid_step):
         assert abs(conv[k] - direct) < tol * conv.max(), (x, conv[k], direct)
 
 
-def test_convolution_calls_pocketfft_as_scipy_fft_does():
-    # the convolution calls pocketfft's transforms directly (no backend dispatch): the same
-    # numbers as scipy.fft.rfft / irfft, bit for bit, for one row and a batch of rows
-    import scipy.fft
-
-    from toyengine.core import model1d
-
-    assert model1d._r2c is not None  # the scipy installed has them: the path under test
-    rng = np.random.default_rng(4)
-    for shape in ((1800,), (1, 1800), (6, 1800), (3, 1775)):
-        f = rng.random(shape)
-        spec = model1d._rfft(f)
-        np.testing.assert_array_equal(spec, scipy.fft.rfft(f, axis=-1))
-        n = shape[-1]
-        np.testing.assert_array_equal(model1d._irfft(spec.copy(), n),
-                                      scipy.fft.irfft(spec, n, axis=-1))
-
-
 def test_generator_matches_pdf_chi2():
     """200k events from the full T_cc model vs its PDF in 60 bins (fixed seed).
 

@@ -59,31 +59,6 @@ __all__ = [
 #: how many shape values :meth:`Model1D._shape_rows` keeps per component
 _ROWS_MEMO = 8
 
-try:  # pocketfft's own transforms: scipy.fft.rfft and irfft call them after dispatching
-    # through scipy's backend machinery (uarray), ~5 us a call, 10 of the 64 us that the
-    # convolution of a Breit-Wigner's six rows on the T_cc+ pulls study's grid took. The
-    # same transforms, bit for bit (tests/test_model1d.py).
-    from scipy.fft._pocketfft.pypocketfft import c2r as _c2r
-    from scipy.fft._pocketfft.pypocketfft import r2c as _r2c
-except ImportError:  # pragma: no cover - a scipy without that private module
-    _r2c = _c2r = None
-
-
-def _rfft(f: np.ndarray) -> np.ndarray:
-    """``scipy.fft.rfft(f, axis=-1)``."""
-    if _r2c is None:
-        return scipy.fft.rfft(f, axis=-1)
-    return _r2c(np.asarray(f, dtype=float), (f.ndim - 1,), True, 0, None, 1)
-
-
-def _irfft(spec: np.ndarray, n: int) -> np.ndarray:
-    """``scipy.fft.irfft(spec, n, axis=-1)``; ``spec`` is a temporary, which scipy's path
-    may overwrite (no copy)."""
-    if _c2r is None:
-        return scipy.fft.irfft(spec, n, axis=-1, overwrite_x=True)
-    return _c2r(spec, (spec.ndim - 1,), n, False, 2, None, 1)
-
-
 #: suffix of the stream names of the discriminants of a component or species
 DISCRIMINANT_SUFFIX = "#m"
 
@@ -262,9 +237,10 @@ class Model1D:
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
         """Discrete convolution with the kernel along the last axis (rows batched)."""
-        spec = _rfft(f_ext)
+        spec = scipy.fft.rfft(f_ext, axis=-1)
         spec *= self._kernel_fft
-        full = _irfft(spec, self._nfft)
+        # the spectrum is a temporary: overwriting it spares a copy (~10 % of the pair)
+        full = scipy.fft.irfft(spec, self._nfft, axis=-1, overwrite_x=True)
         start = 2 * self.pad
         return full[..., start:start + len(self.grid)]
 

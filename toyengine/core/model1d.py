@@ -237,10 +237,12 @@ class Model1D:
     # --- grid evaluation ------------------------------------------------------------------
     def _convolve(self, f_ext: np.ndarray) -> np.ndarray:
         """Discrete convolution with the kernel along the last axis (rows batched)."""
-        spec = scipy.fft.rfft(f_ext, axis=-1)
+        # numpy's FFT (pocketfft, as scipy.fft): the same numbers; scipy.fft dispatches
+        # each call through its backend machinery first, ~7 % of a T_cc+ pulls toy (3.2
+        # six-row convolutions a toy, whole-process timings side by side)
+        spec = np.fft.rfft(f_ext, axis=-1)
         spec *= self._kernel_fft
-        # the spectrum is a temporary: overwriting it spares a copy (~10 % of the pair)
-        full = scipy.fft.irfft(spec, self._nfft, axis=-1, overwrite_x=True)
+        full = np.fft.irfft(spec, self._nfft, axis=-1)
         start = 2 * self.pad
         return full[..., start:start + len(self.grid)]
 

@@ -19,13 +19,16 @@ estimate), and χ²(8), χ²(9): a proposal that covers the null tail agrees wit
 count where that count is not small.
 
 ``heavy STUDY STORE`` prints STUDY (the file STORE was run with) with more injected points:
-H1 at the full fitted vectors (every column of ``importance.points``, not only the Z_c
-mass, width and coupling) of the ``--n`` toys beyond ``--threshold`` with the largest
-weights, and a new ``--seed``. Those toys' fits moved parameters that the grid's points hold
-where H1 is closest to the null, so no point explains them: the best point's log ratio lay
-2–6 below t/2 for the heaviest toys of the first runs, above it for typical toys beyond
-41.4. A proposal built from one store is run with another seed (its toys are then
-independent of the ones that chose it).
+H1 at the full fitted vectors (every column of ``importance.points``, not only the Z_c mass,
+width and coupling) of the ``--n`` toys beyond ``--threshold`` with the largest weights, and
+a new ``--seed``; with ``--signal-only``, at those toys' Z_c mass, width and coupling only,
+the other parameters where H1 is closest to the null (as ``write`` puts them: the weight
+compares H1 and the null at the null's own values of the other parameters, which a toy's
+fitted values are not). Those toys' fits moved parameters that the grid's points hold where
+H1 is closest to the null, so no point explains them: the best point's log ratio lay 2–6
+below t/2 for the heaviest toys of the first runs, above it for typical toys beyond 41.4. A
+proposal built from one store is run with another seed (its toys are then independent of the
+ones that chose it).
 
 Usage::
 
@@ -61,9 +64,10 @@ def grid(widths: list[float], mass_step: float, phases: int,
     return np.array(rows)
 
 
-def profiled_points(rows: np.ndarray, target: float) -> dict[str, list[float]]:
+def profiled_points(rows: np.ndarray, target: float | None) -> dict[str, list[float]]:
     """Columns of ``importance.points``: H1 at each ``(mass, width, phase)`` with the
-    coupling magnitude that gives ``KL(p_k ‖ p_0) = target`` and the other free parameters
+    coupling magnitude that gives ``KL(p_k ‖ p_0) = target`` (or, with ``target`` None, at
+    each ``(mass, width, re, im)`` with that coupling) and the other free parameters
     moved to where H1 is closest to the null, to first order in the coupling c:
     ``δν = −I_νν⁻¹ I_νc c``, ``KL = ½ cᵀ (I_cc − I_cν I_νν⁻¹ I_νc) c`` with I the Fisher
     information on the null's Asimov data set at c = 0 (Cowan, Cranmer, Gross, Vitells,
@@ -87,7 +91,8 @@ def profiled_points(rows: np.ndarray, target: float) -> dict[str, list[float]]:
     lo, hi, _ = h1.parameters.limit_arrays
     cols: dict[str, list[float]] = {n: [] for n in (*zc, *(names[i] for i in nu))}
     cache: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
-    for m, w, ph in rows:
+    for row in rows:
+        m, w = float(row[0]), float(row[1])
         if (m, w) not in cache:
             x = x0.copy()
             x[idx["m_zc"]], x[idx["w_zc"]] = m, w
@@ -95,8 +100,11 @@ def profiled_points(rows: np.ndarray, target: float) -> dict[str, list[float]]:
             b = -np.linalg.solve(h[np.ix_(nu, nu)], h[np.ix_(nu, cz)])
             cache[(m, w)] = (b, h[np.ix_(cz, cz)] + h[np.ix_(nu, cz)].T @ b)
         b, schur = cache[(m, w)]
-        u = np.array([math.cos(ph), math.sin(ph)])
-        c = u * math.sqrt(2.0 * target / float(u @ schur @ u))
+        if target is None:
+            c = np.array([float(row[2]), float(row[3])])
+        else:
+            u = np.array([math.cos(row[2]), math.sin(row[2])])
+            c = u * math.sqrt(2.0 * target / float(u @ schur @ u))
         # within the limits (a few LASS points would cross a_lass's lower one): any
         # proposal gives an unbiased estimate, this one only a less efficient one there
         shift = np.clip(x0[nu] + b @ c, lo[nu], hi[nu])
@@ -172,9 +180,14 @@ def heavy(args: argparse.Namespace) -> None:
     print(f"# {len(chosen)} points added from {args.store}: H1 fitted at its toys "
           f"{chosen.tolist()} (t {np.round(t[chosen], 1).tolist()}, shares of the weight "
           f"beyond {args.threshold}: {np.round(share, 3).tolist()})")
-    for toy in chosen:
-        for col, values in points.items():
-            values.append(float(fitted[toy, names.index(col)]))
+    if args.signal_only:  # the toys' Z_c, the rest where H1 is closest to the null
+        zc = [names.index(c) for c in ("m_zc", "w_zc", "re_zc", "im_zc")]
+        added = profiled_points(fitted[chosen][:, zc], None)
+    else:  # the toys' full fitted vectors
+        added = {col: [float(fitted[toy, names.index(col)]) for toy in chosen]
+                 for col in points}
+    for col, values in points.items():
+        values += added[col]
     body = ", ".join(f"{k}: [{', '.join(f'{v:.6g}' for v in col)}]" for k, col in points.items())
     line = (f"importance: {{inject: [{imp['inject'][0]}], fraction: {imp['fraction']}, "
             f"points: {{{body}}}}}")
@@ -209,6 +222,9 @@ def main() -> None:
     ph.add_argument("--n", type=int, default=40, help="toys whose H1 fits join the points")
     ph.add_argument("--threshold", type=float, default=41.4)
     ph.add_argument("--seed", type=int, default=20181021)
+    ph.add_argument("--signal-only", action="store_true",
+                    help="take only the toys' Z_c mass, width and coupling; the other "
+                         "parameters where H1 is closest to the null (as `write` does)")
     args = p.parse_args()
     {"write": write, "check": check, "heavy": heavy}[args.cmd](args)
 

@@ -307,16 +307,17 @@ def test_our_local_cluster_workers_run_without_the_profiler() -> None:
     from toyengine.run.client import LOCAL_WORKER_CONFIG, _make_client
 
     ours = {k: v[1] for k, v in LOCAL_WORKER_CONFIG.items()}
-    before = {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG}
-    assert before == {k: v[0] for k, v in LOCAL_WORKER_CONFIG.items()}  # distributed's
-    client, cluster = _make_client(1, None, None, 30.0)
-    try:
-        seen = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG})
-        assert list(seen.values()) == [ours]
-        assert {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG} == before
-    finally:
-        client.close()
-        cluster.close()
+    defaults = {k: v[0] for k, v in LOCAL_WORKER_CONFIG.items()}  # distributed's
+    # the settings at distributed's defaults whatever this process was started with
+    with dask.config.set(defaults):
+        client, cluster = _make_client(1, None, None, 30.0)
+        try:
+            seen = client.run(lambda: {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG})
+            assert list(seen.values()) == [ours]
+            assert {k: dask.config.get(k) for k in LOCAL_WORKER_CONFIG} == defaults
+        finally:
+            client.close()
+            cluster.close()
 
 
 def test_a_memory_monitor_setting_of_the_user_reaches_the_workers() -> None:

@@ -12,11 +12,13 @@ is closest to the null (:func:`profiled_points`), so that the H0 fit cannot abso
 injected signal (with ``--kl 16`` the injected toys' median t is 34 and 31 % of them reach
 41.4; the true KL at the points, with the coupling's quadratic term, has median 18).
 
-``check STORE [--upto N]`` prints, at several thresholds, the importance-sampled
-P_0(t ≥ c) with its error, effective sample size, largest toy's share and Pareto k̂ (is the
-estimate reliable?), the count of the toys generated under h0 alone (a plain
-estimate), and χ²(8), χ²(9): a proposal that covers the null tail agrees with the plain
-count where that count is not small.
+``check STORE [STORE …] [--points K] [--upto N]`` prints, at several thresholds, the
+importance-sampled P_0(t ≥ c) with its error, effective sample size, largest toy's share
+and Pareto k̂ (is the estimate reliable?), the count of the toys generated under h0 alone
+(a plain estimate), and χ²(8), χ²(9): a proposal that covers the null tail agrees with the
+plain count where that count is not small. Several stores of the same points are pooled;
+with ``--points K`` only the first K points count (the toys drawn from the others left
+out), so that a store whose run added points pools with the one it came from.
 
 ``heavy STUDY STORE`` prints STUDY (the file STORE was run with) with more injected points:
 H1 at the full fitted vectors (every column of ``importance.points``, not only the Z_c mass,
@@ -129,22 +131,61 @@ def write(args: argparse.Namespace) -> None:
     print(f"importance: {{inject: [H1], fraction: {args.fraction}, points: {{{body}}}}}")
 
 
+def _importance_toys(store: str, points: int | None, upto: int | None) -> dict:
+    """The toys of one importance-sampled store as a sample of the mixture over its first
+    ``points`` injected points (all of them if None).
+
+    The toys drawn from the other points (``sampled_from`` > ``points``) are left out: the
+    component of every toy is an independent draw, so the others are an independent sample
+    of the mixture restricted to h0 and the first ``points`` points, whose fraction of
+    injected points is ``a' = a (K'/K) / (1 − a (K − K')/K)``."""
+    import yaml
+
+    from toyengine import open_results
+
+    ds = open_results(store, allow_incomplete=True)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    cols = yaml.load(ds.attrs["study_yaml"], Loader=loader)["importance"]["points"]
+    k_all = len(next(iter(cols.values())))
+    k = k_all if points is None else points
+    if not 0 < k <= k_all:
+        raise SystemExit(f"{store}: --points {k} is not within its {k_all} injected points")
+    upto = ds.sizes["toy"] if upto is None else upto
+    nll = ds["nll"].values[0, :upto]
+    sf = ds["sampled_from"].values[0, :upto]
+    a = float(ds.attrs["importance_fraction"])
+    keep = (sf >= 0) & (sf <= k)
+    return {"store": store, "t": 2.0 * (nll[keep, 0] - nll[keep, 1]), "sf": sf[keep],
+            "lr": ds["log_ratio"].values[0, :upto][keep][:, :k],
+            "a": a * (k / k_all) / (1.0 - a * (k_all - k) / k_all),
+            "points": {c: [float(v) for v in col[:k]] for c, col in cols.items()},
+            "done": int(np.sum(sf >= 0)), "left_out": int(np.sum(sf > k))}
+
+
 def check(args: argparse.Namespace) -> None:
     from scipy import stats
 
-    from toyengine import open_results
     from toyengine.summary.importance import mixture_weights, weighted_pvalue
 
-    ds = open_results(args.store, allow_incomplete=True)
-    upto = ds.sizes["toy"] if args.upto is None else args.upto
-    nll = ds["nll"].values[0, :upto]
-    t = 2.0 * (nll[:, 0] - nll[:, 1])
-    sf = ds["sampled_from"].values[0, :upto]
-    a = float(ds.attrs["importance_fraction"])
-    w = mixture_weights(ds["log_ratio"].values[0, :upto], a)
+    runs = [_importance_toys(s, args.points, args.upto) for s in args.store]
+    for r in runs[1:]:
+        if r["points"] != runs[0]["points"]:
+            raise SystemExit(f"{r['store']} and {runs[0]['store']} do not share their "
+                             f"injected points (--points K: pool their first K)")
+    # several runs of the same points with their own fractions: one mixture whose
+    # fractions are the toy-weighted means (the balance heuristic of multiple importance
+    # sampling, Veach & Guibas, SIGGRAPH '95 419), every toy weighted against it
+    n = [r["t"].size for r in runs]
+    a = float(np.dot(n, [r["a"] for r in runs]) / sum(n))
+    t = np.concatenate([r["t"] for r in runs])
+    sf = np.concatenate([r["sf"] for r in runs])
+    w = mixture_weights(np.concatenate([r["lr"] for r in runs]), a)
     h0 = t[(sf == 0) & np.isfinite(t)]
-    print(f"toys 0–{upto - 1}: {int(np.sum(sf >= 0))} done, {h0.size} generated under h0; "
-          f"mean weight {np.nanmean(w):.3f}")
+    for r in runs:
+        print(f"{r['store']}: {r['done']} toys done, {r['left_out']} of them drawn from "
+              f"points beyond the first {r['lr'].shape[1]} (left out)")
+    print(f"{t.size} toys of the mixture (fraction {a:.5f} over {runs[0]['lr'].shape[1]} "
+          f"points), {h0.size} generated under h0; mean weight {np.nanmean(w):.3f}")
     for c in args.thresholds:
         r = weighted_pvalue(t, w, c, a)
         print(f"t >= {c:5.1f}: importance {r.p:.3g} ± {r.error:.2g} (ess {r.ess:.1f}, "
@@ -212,7 +253,12 @@ def main() -> None:
                     default=[40.0, 63.4, 100.5, 159.2, 252.4, 400.0])
     pw.add_argument("--fraction", type=float, default=0.8)
     pc = sub.add_parser("check")
-    pc.add_argument("store")
+    pc.add_argument("store", nargs="+",
+                    help="one store, or several run with the same points (pooled)")
+    pc.add_argument("--points", type=int, default=None,
+                    help="use the first POINTS injected points only (the toys drawn from "
+                         "the others are left out), e.g. to pool stores whose points "
+                         "differ only in the ones a later run added")
     pc.add_argument("--thresholds", type=float, nargs="+", default=[10, 15, 20, 30, 41.4])
     pc.add_argument("--upto", type=int, default=None,
                     help="only toys 0 … UPTO − 1 (how the estimate moved as toys came in)")

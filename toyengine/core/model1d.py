@@ -198,7 +198,7 @@ class Model1D:
             # (the padded range plus up to a few nodes that feed only discarded outputs).
             self._nfft = scipy.fft.next_fast_len(n + 2 * self.pad, real=True)
             self.ext_grid = lo + self.h * np.arange(-self.pad, self._nfft - self.pad)
-            self._kernel_fft = scipy.fft.rfft(kernel, self._nfft)
+            self._kernel_fft = np.fft.rfft(kernel, self._nfft)  # as :meth:`_convolve`
         else:
             self.pad = 0
             self.ext_grid = self.grid

@@ -488,7 +488,7 @@ def test_writable_arrays_leave_zarr_global_config_alone(tmp_path, reference, mon
     touched."""
     import zarr
 
-    from toyengine.store import results as store_mod
+    from toyengine.store import writing as writing_mod
     from toyengine.store.location import Location
 
     store = tmp_path / "s.zarr"
@@ -498,6 +498,6 @@ def test_writable_arrays_leave_zarr_global_config_alone(tmp_path, reference, mon
         raise AssertionError("zarr.config.set called")
 
     monkeypatch.setattr(zarr.config, "set", no_global_set)
-    monkeypatch.setattr(store_mod, "_GROUPS", {})
-    arrays = store_mod._writable_arrays(Location(str(store)), 40, 10)
+    monkeypatch.setattr(writing_mod, "_GROUPS", {})
+    arrays = writing_mod._writable_arrays(Location(str(store)), 40, 10)
     assert all(a._async_array.config.write_empty_chunks for a in arrays.values())

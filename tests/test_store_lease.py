@@ -23,9 +23,10 @@ import xarray as xr
 from toyengine import load_spec, run_study
 from toyengine.errors import LeaseLost, StoreError
 from toyengine.run import runner
-from toyengine.store import StoreInfo, check_chunks
+from toyengine.store import StoreInfo, check_chunks, verify_store
 from toyengine.store import location as location_mod
 from toyengine.store import results as store_mod
+from toyengine.store import writing as writing_mod
 from toyengine.store.lease import Lease, current_epoch, lease_key
 from toyengine.store.location import Location
 from toyengine.study.plan import Chunk, Plan
@@ -279,6 +280,67 @@ def test_paused_run_loses_its_lease_and_writes_nothing(tmp_path, spec, reference
     assert cli("status", path).returncode == 0
 
 
+def test_write_landing_after_the_take_over_is_put_back(tmp_path, spec, reference,
+                                                       two_thread_client, monkeypatch, cli):
+    """Run A's worker passes its lease check for chunk 1 (toys 10-19) and pauses before
+    writing it, for longer than the lease lasts; run B takes the store over, computes that
+    chunk and finishes. A resumes and writes chunk 1 over B's — the same toys, but its own
+    ``fit_time`` — finds the lease lost and puts B's objects back: the store stays B's,
+    bit for bit, and ``verify`` finds nothing (on the code before, A's ``fit_time`` object
+    stayed and failed the checksum of B's marker, the CI failure of the real-process test
+    below)."""
+    ref, _ = reference
+    path = tmp_path / "s.zarr"
+    client = two_thread_client
+    loc = Location(str(path))
+    held, go, paused = threading.Event(), threading.Event(), threading.Event()
+    real_renew = Lease.renew_once
+
+    def step(name):
+        if name == "write:arrays:1" and not held.is_set():  # A's write of chunk 1
+            held.set()
+            assert go.wait(60)
+
+    def renew_once(lease):
+        if paused.is_set() and lease.epoch == 1:  # run A's client is paused
+            return True
+        return real_renew(lease)
+
+    monkeypatch.setattr(writing_mod, "_step", step)
+    monkeypatch.setattr(Lease, "renew_once", renew_once)
+    out = {}
+
+    def run_a():
+        try:
+            out["a"] = run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
+                                 chunk_size=CHUNK, progress=None, lease_ttl=TTL)
+        except Exception as exc:  # noqa: BLE001 - examined below
+            out["a"] = exc
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    try:
+        assert held.wait(60)
+        paused.set()
+        expires = loc.read_json(lease_key(1))["expires"]
+        time.sleep(max(0.0, expires - time.time()) + 0.2)  # A's lease has expired
+        assert run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
+                         progress=None, lease_ttl=TTL).complete
+        info = StoreInfo(path)
+        keys = [store_mod.chunk_key(name, info.chunks()[1], CHUNK) for name in info.toy_vars]
+        b_chunk = loc.cat([*keys, store_mod.marker_key(1)])
+        assert info.markers()[1]["epoch"] == 2  # B wrote chunk 1
+    finally:
+        paused.clear()
+        go.set()  # A resumes: its write of chunk 1 lands on B's
+        a.join(60)
+    assert isinstance(out["a"], LeaseLost), out["a"]
+    assert loc.cat([*keys, store_mod.marker_key(1)]) == b_chunk
+    assert_same_store(path, ref)
+    verified = cli("verify", path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
 def test_run_paused_mid_extension_takes_no_further_step(tmp_path, spec, client,
                                                       monkeypatch):
     """Run A (25 → 40 toys) pauses in the middle of its extension (one array resized) for
@@ -420,35 +482,54 @@ class _LostAt:
 def test_write_under_a_lost_lease_never_leaves_a_chunk_done(tmp_path, spec, reference,
                                                             client, lost_at, what,
                                                             monkeypatch):
-    """Run A's worker wrote the reopened chunk with its stale view (toys 90-96 of a
-    97-toy store) while B extended the store to 133: whichever of A's fence checks first
-    finds the lease lost, the chunk is not left marked done with A's data (on the code
-    before, it was: toys 97-99 'not run' but done), and a rerun restores it."""
+    """Run A's worker writes the reopened chunk with its stale view (toys 90-96 of a
+    97-toy store) after B extended the store to 133 and finished: whichever of A's fence
+    checks first finds the lease lost, B's chunk stands — A puts back the objects and the
+    marker it wrote over, as they were just before its writes — and a rerun has nothing to
+    do (on the code before, A's data were left in the chunk: with lost_at 2 and 3 it was
+    not done any more, on the first code toys 97-99 were 'not run' but done)."""
     ref, small = reference
     path = tmp_path / "s.zarr"
     shutil.copytree(small, path)
     loc = Location(str(path))
     # A's worker opened the arrays before B extended the store (its own process's cache)
-    arrays_a = store_mod._writable_arrays(loc, A_TOYS, CHUNK)
+    arrays_a = writing_mod._writable_arrays(loc, A_TOYS, CHUNK)
     plan_a = Plan.of(spec.with_overrides(toys=A_TOYS))
     stale = run_chunk(plan_a, Chunk(9, 0, 90, A_TOYS))
     assert run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
                      progress=None).complete
-    monkeypatch.setitem(store_mod._GROUPS, (loc.url, A_TOYS, CHUNK), arrays_a)
+    b_marker = loc.cat([store_mod.marker_key(9)])
+    monkeypatch.setitem(writing_mod._GROUPS, (loc.url, A_TOYS, CHUNK), arrays_a)
     fence = _LostAt(loc, lost_at)
     with pytest.raises(LeaseLost):
-        store_mod.write_chunk(loc, stale, A_TOYS, CHUNK, fence)
+        writing_mod.write_chunk(loc, stale, A_TOYS, CHUNK, fence)
     assert fence.calls == lost_at
     info = StoreInfo(path)
     status = xr.open_zarr(path, consolidated=False)["status"].values[0, 90:100, 0]
-    if lost_at == 1:  # nothing written: B's chunk stands
-        assert (status != 0).all() and info.done()[9] and check_chunks(info) == []
-    else:  # A's data are in the chunk (97-99 not run): it must not count as done
-        assert (status[7:] == 0).all()
-        assert not info.done()[9]
+    assert (status != 0).all()  # B's toys 97-99, not A's 'not run'
+    assert info.done()[9] and loc.cat([store_mod.marker_key(9)]) == b_marker
+    assert check_chunks(info) == [] and verify_store(info) == []
     report = run_study(spec.with_overrides(toys=B_TOYS), path, client=client, progress=None)
-    assert report.chunks_run == (0 if lost_at == 1 else 1)
+    assert report.chunks_run == 0
     assert_same_store(path, ref)
+
+
+def test_put_back_marks_not_done_what_it_cannot_restore(tmp_path, reference):
+    """A writer that lost the lease and overwrote an object of a done chunk without holding
+    the bytes the chunk's marker vouches for (the other run wrote them between its read and
+    its write) removes that marker: the chunk is not done, never done with other objects."""
+    _, small = reference
+    path = tmp_path / "s.zarr"
+    shutil.copytree(small, path)
+    loc = Location(str(path))
+    chunk = StoreInfo(path).chunks()[3]
+    keys = {name: store_mod.chunk_key(name, chunk, CHUNK) for name in StoreInfo(path).toy_vars}
+    assert StoreInfo(path).done()[3]
+    loc.write_bytes(keys["fit_time"], b"what the paused writer wrote")
+    writing_mod._put_back(loc, chunk, keys, {k: None for k in keys.values()})
+    info = StoreInfo(path)
+    assert not info.done()[3] and info.done().sum() == info.n_chunks - 1
+    assert check_chunks(info) == []  # not done, not damaged: the next run recomputes it
 
 
 def test_stale_done_marker_is_not_done(tmp_path, spec, reference, client, cli):

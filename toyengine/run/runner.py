@@ -38,8 +38,8 @@ from ..store.results import (
     extend_store,
     finish_extension,
     plugin_mismatch,
-    write_chunk,
 )
+from ..store.writing import write_chunk
 from ..study.plan import Chunk, Plan
 from ..study.recipe import ChunkResult, run_chunk
 from ..study.reference import check_degenerate

@@ -1,8 +1,8 @@
 """The result store (zarr v3 in xarray's encoding; layout in ``docs/store-format.md``):
-:mod:`.results` (create/extend, chunk writes, done markers), :mod:`.integrity` (which chunks
-are done and sound, verify), :mod:`.opening` (open_results), :mod:`.repair` (verify
---repair), :mod:`.location` (paths and fsspec URLs), :mod:`.lease` (one run per store at a
-time)."""
+:mod:`.results` (create/extend, done markers), :mod:`.writing` (chunk writes under the
+lease), :mod:`.integrity` (which chunks are done and sound, verify), :mod:`.opening`
+(open_results), :mod:`.repair` (verify --repair), :mod:`.location` (paths and fsspec URLs),
+:mod:`.lease` (one run per store at a time)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from .results import (
     StoreInfo,
     create_store,
     extend_store,
-    write_chunk,
 )
 from .status import read_status, write_status
+from .writing import write_chunk
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "StoreInfo", "check_chunks", "create_store",
            "extend_store", "open_results", "read_status", "unmark",

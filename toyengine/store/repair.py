@@ -15,7 +15,7 @@ import zarr
 from ..errors import StoreError
 from ..study.plan import Plan
 from ..study.spec import StudySpec
-from . import results as _results
+from . import writing as _writing
 from .integrity import check_metadata, unmark, verify_store
 from .location import Location
 from .results import (
@@ -131,7 +131,7 @@ def repair_store(store: str | Path | Location,
     if loc.exists(CREATING_KEY):
         loc.delete(CREATING_KEY)
         actions.append(f"removed the leftover {CREATING_KEY}")
-    _results._GROUPS.clear()
+    _writing._GROUPS.clear()
     info = StoreInfo(loc)
     metadata = check_metadata(info)
     problems = verify_store(info)

@@ -26,9 +26,8 @@ import numpy as np
 import zarr
 
 from .._version import __version__
-from ..errors import LeaseLost, StoreError
+from ..errors import StoreError
 from ..study.plan import Chunk, Plan, plan_chunks
-from ..study.recipe import ChunkResult
 from ..study.schema import RECORD_FIELDS, field
 from ..study.spec import StudySpec
 from .layout import DatasetLayout
@@ -36,7 +35,7 @@ from .lease import LEASE_PREFIX, Fence
 from .location import Location
 
 __all__ = ["FORMAT_VERSION", "ChunkProblem", "IncompleteStoreError", "StoreInfo", "create_store",
-           "extend_store", "object_digest", "plugin_mismatch", "spec_of_store", "write_chunk"]
+           "extend_store", "object_digest", "plugin_mismatch", "spec_of_store"]
 
 #: format 3: every object checksummed and bound to its key (done markers hold a digest of
 #: each chunk object, ``state.json`` one of every other object), ``_toyengine/study.json``
@@ -665,88 +664,3 @@ def finish_extension(store: str | Path | Location,
     loc.delete(EXTEND_KEY)
     return [Chunk(c.index, c.variant, c.start, min(c.start + cs, new)) for c in reopened] \
         + new_chunks
-
-
-_GROUPS: dict[tuple[str, int], Any] = {}
-
-
-def _writable_arrays(loc: Location, toys: int, chunk_size: int) -> dict[str, Any]:
-    """The toy arrays opened for writing (cached per process and store shape), with
-    ``write_empty_chunks`` so that an all-fill chunk (e.g. MINOS not run) still exists.
-
-    The setting is the arrays' own (``with_config``), never zarr's global configuration:
-    setting that from several threads at once (a worker's threads opening a store each)
-    could leave it set for the whole process, and then the all-fill arrays of every store
-    created or extended after (``variant``, the chunk table) got chunk objects that a
-    store made otherwise lacks."""
-    key = (loc.url, toys, chunk_size)
-    if key not in _GROUPS:
-        g = zarr.open_group(store=loc.zarr_store(), mode="r+")
-        arrays = {name: g[name].with_config({"write_empty_chunks": True})
-                  for name in toy_var_names(g)}
-        shape, chunks = arrays["status"].shape, arrays["status"].chunks
-        if shape[1] != toys or chunks[1] != chunk_size:
-            msg = (f"{loc}: store holds {shape[1]} toys in chunks of {chunks[1]}, expected "
-                   f"{toys} in chunks of {chunk_size}")
-            raise StoreError(msg)
-        if len(_GROUPS) > 8:
-            _GROUPS.clear()
-        _GROUPS[key] = arrays
-    return _GROUPS[key]
-
-
-def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
-                chunk_size: int, fence: Fence | None = None) -> None:
-    """Write one chunk's arrays into its region, then its done marker: the size of each
-    object written (which ``status`` and ``run`` check) and its checksum bound to its key
-    and toy range (which readers and ``verify`` check), the store's toy count the chunk was
-    planned for, the lease epoch of the run, and the marker's own checksum.
-
-    With ``fence`` (the lease of the run, :class:`~toyengine.store.lease.Fence`), nothing
-    is written unless the run still holds the store's lease, checked before the arrays,
-    before the marker and after it; a run that lost it gets
-    :class:`~toyengine.errors.LeaseLost`, and a marker it wrote meanwhile is withdrawn.
-    A partial last chunk (the only kind an extension reopens and grows) whose arrays were
-    written just before the loss is marked not done: the new holder may have grown it.
-    """
-    loc = Location.of(store)
-    c = result.chunk
-    if fence is not None:
-        fence.check()
-    arrays = _writable_arrays(loc, toys, chunk_size)
-    for name, arr in arrays.items():
-        arr[c.variant, c.start:c.stop] = result.arrays[name]
-    keys = {name: chunk_key(name, c, chunk_size) for name in arrays}
-    got = loc.cat(list(keys.values()))  # what landed in the store, read back once
-    missing = [k for k, v in got.items() if v is None]
-    if missing:
-        msg = f"store {loc}: chunk object {missing[0]} was not written"
-        raise StoreError(msg)
-    where = chunk_where(c)
-    rec: dict[str, Any] = {
-        "chunk": c.index, "variant": c.variant, "start": c.start, "stop": c.stop,
-        "sizes": {name: len(got[k]) for name, k in keys.items()},  # type: ignore[arg-type]
-        "digests": {name: object_digest(k, got[k], where)  # type: ignore[arg-type]
-                    for name, k in keys.items()},
-        "failed": result.n_failed, "toys": int(toys),
-        "epoch": None if fence is None else fence.epoch}
-    causes = getattr(result, "causes", None)
-    if causes:  # the failures by kind, the first of each with its exception
-        rec["causes"] = causes
-    rec["digest"] = _marker_digest(c.index, rec)
-    if fence is None:
-        loc.write_json(marker_key(c.index), rec)
-        return
-    try:
-        fence.check()
-    except LeaseLost:
-        if c.stop % chunk_size:
-            loc.delete(marker_key(c.index))
-        raise
-    loc.write_json(marker_key(c.index), rec)
-    try:
-        fence.check()
-    except LeaseLost:
-        if loc.read_json(marker_key(c.index)) == rec:
-            loc.delete(marker_key(c.index))
-        raise

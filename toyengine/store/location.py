@@ -178,11 +178,20 @@ class Location:
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(self.path(key)))
 
+    def read_bytes(self, key: str) -> bytes | None:
+        """The object at ``key``; None if absent (one open of a local file, one GET)."""
+        try:
+            if self.is_local:
+                with open(self.path(key), "rb") as f:
+                    return f.read()
+            return bytes(self.fs.cat_file(self.path(key)))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
     def read_json(self, key: str) -> Any | None:
         """The JSON object at ``key``; None if absent or unreadable (a torn write)."""
-        try:
-            raw = self.fs.cat_file(self.path(key))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raw = self.read_bytes(key)
+        if raw is None:
             return None
         try:
             return json.loads(raw)

@@ -88,7 +88,7 @@ def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
     before: dict[str, bytes | None] = {}
     for name, arr in arrays.items():
         if fence is not None:  # what this write replaces, read just before it
-            before.update(loc.cat([keys[name]]))
+            before[keys[name]] = loc.read_bytes(keys[name])
         arr[c.variant, c.start:c.stop] = result.arrays[name]
     got = loc.cat(list(keys.values()))  # what landed in the store, read back once
     missing = [k for k, v in got.items() if v is None]
@@ -117,7 +117,7 @@ def write_chunk(store: str | Path | Location, result: ChunkResult, toys: int,
         _put_back(loc, c, keys, before)
         raise
     _step(f"write:marker:{c.index}")
-    previous = loc.cat([mkey])[mkey]
+    previous = loc.read_bytes(mkey)
     loc.write_json(mkey, rec)
     try:
         fence.check()
@@ -139,7 +139,7 @@ def _put_back(loc: Location, chunk: Chunk, keys: dict[str, str],
     bytes it held before this writer's write, where those pass it; if any object still
     fails, the marker is removed (the chunk is not done: the next run recomputes it)."""
     mkey = marker_key(chunk.index)
-    raw = loc.cat([mkey])[mkey]
+    raw = loc.read_bytes(mkey)
     if ours is not None and _parse_marker(raw) == ours:
         if previous is None:
             loc.delete(mkey)

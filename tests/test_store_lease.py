@@ -215,6 +215,57 @@ def two_thread_client():
         yield c
 
 
+class _PausedRun:
+    """Run A in a thread, paused at a step of its own: a patched step calls :meth:`hold`,
+    which holds A there until :meth:`resume`; while it is held, A's client does not renew
+    its lease (of lease epoch ``epoch``), so the lease expires as a frozen process's."""
+
+    def __init__(self, monkeypatch, epoch):
+        self.held, self.go, self.paused = threading.Event(), threading.Event(), threading.Event()
+        self.out = {}
+        self.thread = None
+        real_renew = Lease.renew_once
+
+        def renew_once(lease):
+            if self.paused.is_set() and lease.epoch == epoch:  # run A's client is paused
+                return True
+            return real_renew(lease)
+
+        monkeypatch.setattr(Lease, "renew_once", renew_once)
+
+    def hold(self):
+        """Called by A's patched step the first time it is reached."""
+        self.held.set()
+        assert self.go.wait(60)
+
+    def start(self, run):
+        """Start ``run()`` (run A) in a thread; return once it is held."""
+        def target():
+            try:
+                self.out["a"] = run()
+            except Exception as exc:  # noqa: BLE001 - examined by the test
+                self.out["a"] = exc
+
+        self.thread = threading.Thread(target=target)
+        self.thread.start()
+        assert self.held.wait(60)
+        self.paused.set()
+
+    def expire(self, loc, epoch):
+        """Wait until the lease of ``epoch`` (A's) has expired."""
+        expires = loc.read_json(lease_key(epoch))["expires"]
+        time.sleep(max(0.0, expires - time.time()) + 0.2)
+
+    def resume(self):
+        """Let A go on; returns what it returned or raised."""
+        self.paused.clear()
+        self.go.set()
+        if self.thread is not None:
+            self.thread.join(60)
+            assert not self.thread.is_alive()
+        return self.out.get("a")
+
+
 def test_paused_run_loses_its_lease_and_writes_nothing(tmp_path, spec, reference,
                                                        two_thread_client, monkeypatch, cli):
     """Run A (A_TOYS toys) pauses — its client stops renewing the lease, its worker is
@@ -227,52 +278,30 @@ def test_paused_run_loses_its_lease_and_writes_nothing(tmp_path, spec, reference
     ref, _ = reference
     path = tmp_path / "s.zarr"
     client = two_thread_client
-    held, go, paused = threading.Event(), threading.Event(), threading.Event()
-    real_run_chunk, real_renew = runner.run_chunk, Lease.renew_once
+    real_run_chunk = runner.run_chunk
+    a = _PausedRun(monkeypatch, epoch=1)
 
     def run_chunk_paused(plan, chunk):
         res = real_run_chunk(plan, chunk)
         if chunk.stop == A_TOYS:  # A's view of the last chunk: pause before writing it
-            held.set()
-            assert go.wait(60)
+            a.hold()
         return res
 
-    def renew_once(lease):
-        if paused.is_set() and lease.epoch == 1:  # run A's client is paused
-            return True
-        return real_renew(lease)
-
     monkeypatch.setattr(runner, "run_chunk", run_chunk_paused)
-    monkeypatch.setattr(Lease, "renew_once", renew_once)
-    out = {}
-
-    def run_a():
-        try:
-            out["a"] = run_study(spec.with_overrides(toys=A_TOYS), path, client=client,
-                                 chunk_size=CHUNK, progress=None, lease_ttl=TTL)
-        except Exception as exc:  # noqa: BLE001 - examined below
-            out["a"] = exc
-
-    a = threading.Thread(target=run_a)
-    a.start()
+    loc = Location(str(path))
     try:
-        assert held.wait(60)
-        paused.set()
-        loc = Location(str(path))
+        a.start(lambda: run_study(spec.with_overrides(toys=A_TOYS), path, client=client,
+                                  chunk_size=CHUNK, progress=None, lease_ttl=TTL))
         assert current_epoch(loc) == 1
-        expires = loc.read_json(lease_key(1))["expires"]
-        time.sleep(max(0.0, expires - time.time()) + 0.2)  # A's lease has expired
+        a.expire(loc, 1)
         report_b = run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
                              progress=None, lease_ttl=TTL)
         assert report_b.complete and current_epoch(loc) == 3  # B's 2, released as 3
     finally:
-        paused.clear()
-        go.set()  # A resumes
-        a.join(60)
-    assert not a.is_alive()
-    assert isinstance(out["a"], LeaseLost), out["a"]
-    assert str(out["a"]).startswith("lease lost to another run: store ")
-    assert "\n" not in str(out["a"])
+        got_a = a.resume()
+    assert isinstance(got_a, LeaseLost), got_a
+    assert str(got_a).startswith("lease lost to another run: store ")
+    assert "\n" not in str(got_a)
     assert_same_store(path, ref)
     verified = cli("verify", path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -293,37 +322,17 @@ def test_write_landing_after_the_take_over_is_put_back(tmp_path, spec, reference
     path = tmp_path / "s.zarr"
     client = two_thread_client
     loc = Location(str(path))
-    held, go, paused = threading.Event(), threading.Event(), threading.Event()
-    real_renew = Lease.renew_once
+    a = _PausedRun(monkeypatch, epoch=1)
 
     def step(name):
-        if name == "write:arrays:1" and not held.is_set():  # A's write of chunk 1
-            held.set()
-            assert go.wait(60)
-
-    def renew_once(lease):
-        if paused.is_set() and lease.epoch == 1:  # run A's client is paused
-            return True
-        return real_renew(lease)
+        if name == "write:arrays:1" and not a.held.is_set():  # A's write of chunk 1
+            a.hold()
 
     monkeypatch.setattr(writing_mod, "_step", step)
-    monkeypatch.setattr(Lease, "renew_once", renew_once)
-    out = {}
-
-    def run_a():
-        try:
-            out["a"] = run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
-                                 chunk_size=CHUNK, progress=None, lease_ttl=TTL)
-        except Exception as exc:  # noqa: BLE001 - examined below
-            out["a"] = exc
-
-    a = threading.Thread(target=run_a)
-    a.start()
     try:
-        assert held.wait(60)
-        paused.set()
-        expires = loc.read_json(lease_key(1))["expires"]
-        time.sleep(max(0.0, expires - time.time()) + 0.2)  # A's lease has expired
+        a.start(lambda: run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
+                                  chunk_size=CHUNK, progress=None, lease_ttl=TTL))
+        a.expire(loc, 1)
         assert run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
                          progress=None, lease_ttl=TTL).complete
         info = StoreInfo(path)
@@ -331,10 +340,8 @@ def test_write_landing_after_the_take_over_is_put_back(tmp_path, spec, reference
         b_chunk = loc.cat([*keys, store_mod.marker_key(1)])
         assert info.markers()[1]["epoch"] == 2  # B wrote chunk 1
     finally:
-        paused.clear()
-        go.set()  # A resumes: its write of chunk 1 lands on B's
-        a.join(60)
-    assert isinstance(out["a"], LeaseLost), out["a"]
+        got_a = a.resume()  # its write of chunk 1 lands on B's
+    assert isinstance(got_a, LeaseLost), got_a
     assert loc.cat([*keys, store_mod.marker_key(1)]) == b_chunk
     assert_same_store(path, ref)
     verified = cli("verify", path)
@@ -354,46 +361,24 @@ def test_run_paused_mid_extension_takes_no_further_step(tmp_path, spec, client,
     assert run_study(spec.with_overrides(toys=25), path, client=client, chunk_size=10,
                      progress=None).complete
     loc = Location(str(path))
-    held, go, paused = threading.Event(), threading.Event(), threading.Event()
-    real_renew = Lease.renew_once
     a_epoch = current_epoch(loc) + 1  # the lease A takes
+    a = _PausedRun(monkeypatch, epoch=a_epoch)
 
     def step(name):
-        if name == "extend:resize:value" and not held.is_set():
-            held.set()
-            assert go.wait(60)
-
-    def renew_once(lease):
-        if paused.is_set() and lease.epoch == a_epoch:
-            return True
-        return real_renew(lease)
+        if name == "extend:resize:value" and not a.held.is_set():
+            a.hold()
 
     monkeypatch.setattr(store_mod, "_step", step)
-    monkeypatch.setattr(Lease, "renew_once", renew_once)
-    out = {}
-
-    def run_a():
-        try:
-            out["a"] = run_study(spec.with_overrides(toys=40), path, client=client,
-                                 progress=None, lease_ttl=TTL)
-        except Exception as exc:  # noqa: BLE001 - examined below
-            out["a"] = exc
-
-    a = threading.Thread(target=run_a)
-    a.start()
     try:
-        assert held.wait(60)
-        paused.set()
+        a.start(lambda: run_study(spec.with_overrides(toys=40), path, client=client,
+                                  progress=None, lease_ttl=TTL))
         assert current_epoch(loc) == a_epoch
-        expires = loc.read_json(lease_key(a_epoch))["expires"]
-        time.sleep(max(0.0, expires - time.time()) + 0.2)
+        a.expire(loc, a_epoch)
         assert run_study(spec.with_overrides(toys=60), path, client=client, progress=None,
                          lease_ttl=TTL).complete
     finally:
-        paused.clear()
-        go.set()
-        a.join(60)
-    assert isinstance(out["a"], LeaseLost), out["a"]
+        got_a = a.resume()
+    assert isinstance(got_a, LeaseLost), got_a
     assert_same_store(path, ref)
 
 

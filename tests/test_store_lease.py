@@ -328,7 +328,17 @@ def test_write_landing_after_the_take_over_is_put_back(tmp_path, spec, reference
         if name == "write:arrays:1" and not a.held.is_set():  # A's write of chunk 1
             a.hold()
 
+    put_back = threading.Event()  # A's worker put back what its write replaced
+    real_put_back = writing_mod._put_back
+
+    def put_back_and_say(*args, **kwargs):
+        try:
+            real_put_back(*args, **kwargs)
+        finally:
+            put_back.set()
+
     monkeypatch.setattr(writing_mod, "_step", step)
+    monkeypatch.setattr(writing_mod, "_put_back", put_back_and_say)
     try:
         a.start(lambda: run_study(spec.with_overrides(toys=B_TOYS), path, client=client,
                                   chunk_size=CHUNK, progress=None, lease_ttl=TTL))
@@ -342,6 +352,8 @@ def test_write_landing_after_the_take_over_is_put_back(tmp_path, spec, reference
     finally:
         got_a = a.resume()  # its write of chunk 1 lands on B's
     assert isinstance(got_a, LeaseLost), got_a
+    # A's client may stop (its renewal finds the lease lost) before A's worker is through
+    assert put_back.wait(60)
     assert loc.cat([*keys, store_mod.marker_key(1)]) == b_chunk
     assert_same_store(path, ref)
     verified = cli("verify", path)

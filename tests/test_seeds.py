@@ -76,9 +76,10 @@ def test_poisson_quantile_table_gives_the_counts_of_the_search() -> None:
 
 
 def test_streams_are_numpys_seed_sequences() -> None:
-    # DataStreams builds each stream's SeedSequence from the entropy numpy assembles from
-    # (root, spawn_key): the same pool and numbers as SeedSequence(root, spawn_key=...) for
-    # roots of one to six 32-bit words and keys with zero and multi-word entries
+    # DataStreams hashes the entropy numpy assembles from (root, spawn_key) itself
+    # (streams_kernels): the same PCG64 seed and numbers as SeedSequence(root,
+    # spawn_key=...) for roots of one to six 32-bit words and keys with zero and multi-word
+    # entries
     rng = np.random.default_rng(8)
     roots = [0, 1, 2**32 - 1, 2**32, 20211, 2**63 + 5, 2**190 + 3] + [
         int(rng.integers(2**62)) for _ in range(20)]
@@ -90,9 +91,11 @@ def test_streams_are_numpys_seed_sequences() -> None:
                 for slot in (0, 1):
                     ref = np.random.SeedSequence(
                         root, spawn_key=(*prefix, component_id(name), slot))
-                    ours = streams._ss(name, slot)
-                    np.testing.assert_array_equal(ours.generate_state(8),
-                                                  ref.generate_state(8))
+                    ours = streams._seed(name, slot)  # the compiled hash's PCG64 seed
+                    np.testing.assert_array_equal(ours.generate_state(4, np.uint64),
+                                                  ref.generate_state(4, np.uint64))
+                    assert (streams._generator(name, slot).random()
+                            == np.random.default_rng(ref).random())
             ref_events = np.random.default_rng(np.random.SeedSequence(
                 root, spawn_key=(*prefix, component_id("signal"), 1))).random(5)
             np.testing.assert_array_equal(streams.events("signal").random(5), ref_events)

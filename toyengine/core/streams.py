@@ -11,11 +11,13 @@ toy uses (the study's key scheme) is decided in :mod:`toyengine.study.seeds`.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 from functools import lru_cache
 
 import numpy as np
+from numpy.random.bit_generator import ISeedSequence
 from scipy import special
 
 __all__ = ["DataStreams", "as_streams", "component_id", "poisson_quantile"]
@@ -58,7 +60,7 @@ _MEANS_SEEN: set[float] = set()
 
 
 @lru_cache(maxsize=64)
-def _poisson_cdf(mean: float) -> np.ndarray | None:
+def _poisson_cdf(mean: float) -> list[float] | None:
     """``P(N <= k)`` for ``k = 0, 1, ...`` up to the first ``k`` where it is 1.0, the same
     ``special.pdtr`` values the search of :func:`poisson_quantile` computes one by one; None
     above :data:`_TABLE_MEAN` or if the values do not rise monotonically to 1.0."""
@@ -67,9 +69,8 @@ def _poisson_cdf(mean: float) -> np.ndarray | None:
     cdf = special.pdtr(np.arange(int(mean + 40.0 * math.sqrt(mean)) + 60), mean)
     if cdf[-1] != 1.0 or np.any(np.diff(cdf) < 0.0):
         return None
-    cdf = cdf[:int(np.argmax(cdf == 1.0)) + 1]
-    cdf.flags.writeable = False
-    return cdf
+    # a list: bisect finds a count in it in a fifth of np.searchsorted's time
+    return cdf[:int(np.argmax(cdf == 1.0)) + 1].tolist()
 
 
 def poisson_quantile(u: float, mean: float) -> int:
@@ -80,7 +81,7 @@ def poisson_quantile(u: float, mean: float) -> int:
     if mean in _MEANS_SEEN:  # a study's toys share their means: one table each, kept
         table = _poisson_cdf(mean)
         if table is not None:
-            return int(np.searchsorted(table, u, side="left"))
+            return bisect.bisect_left(table, u)  # as np.searchsorted(side="left")
     else:  # a mean met once (e.g. toys of an importance-sampled study's many models) is
         # searched for, not tabled
         if len(_MEANS_SEEN) >= 256:
@@ -94,6 +95,36 @@ def poisson_quantile(u: float, mean: float) -> int:
     while special.pdtr(k, mean) < u:
         k += 1
     return k
+
+
+#: :mod:`toyengine.core.streams_kernels` once loaded (numba: on the first stream, not at
+#: ``import toyengine``)
+_KERNELS = None
+
+
+def _load_kernels():  # noqa: ANN202 - the module
+    global _KERNELS
+    from . import streams_kernels
+
+    _KERNELS = streams_kernels
+    return _KERNELS
+
+
+class _Seed(ISeedSequence):
+    """A seed sequence whose state is already known: what ``PCG64(seed)`` asks a
+    ``SeedSequence`` for (``generate_state(4, uint64)``), computed by
+    :func:`toyengine.core.streams_kernels.pcg64_seed`."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: np.ndarray):
+        self._state = state
+
+    def generate_state(self, n_words: int, dtype: type = np.uint32) -> np.ndarray:
+        if n_words != 4 or np.dtype(dtype) != np.uint64:
+            msg = f"_Seed holds PCG64's seed (4 uint64 words), not {n_words} of {dtype}"
+            raise ValueError(msg)
+        return self._state
 
 
 class DataStreams:
@@ -116,17 +147,27 @@ class DataStreams:
         root = _uint32_words(self.root_seed)
         self._head = [*root, *[0] * (_POOL_SIZE - len(root)),
                       *[w for k in self.prefix for w in _uint32_words(k)]]
+        self._pool: tuple | None = None  # the hash's state after the head (_seed)
 
-    def _ss(self, component: str, slot: int) -> np.random.SeedSequence:
-        """``SeedSequence(root_seed, spawn_key=(*prefix, component_id(component), slot))``,
-        built from its assembled entropy (a third of the time: numpy converts a spawn key's
-        integers in Python; the same pool, so the same numbers; ``tests/test_seeds.py``)."""
-        return np.random.SeedSequence(
-            np.array([*self._head, component_id(component), slot], dtype=np.uint32))
+    def _seed(self, component: str, slot: int) -> _Seed:
+        """The seed of ``SeedSequence(root_seed, spawn_key=(*prefix,
+        component_id(component), slot))`` for PCG64: the head's words are hashed once per
+        data set and the last two per stream (:mod:`toyengine.core.streams_kernels`), a
+        fifth of the time of building the ``SeedSequence``; the same numbers
+        (``tests/test_seeds.py``)."""
+        k = _KERNELS or _load_kernels()
+        if self._pool is None:
+            self._pool = k.absorb(np.array(self._head, dtype=np.uint32))
+        return _Seed(k.pcg64_seed(*self._pool, component_id(component), slot))
+
+    def _generator(self, component: str, slot: int) -> np.random.Generator:
+        """``default_rng(SeedSequence(root_seed, spawn_key=(*prefix,
+        component_id(component), slot)))``."""
+        return np.random.Generator(np.random.PCG64(self._seed(component, slot)))
 
     def count(self, component: str, mean: float) -> int:
         """Poisson count of ``component`` with mean ``mean`` by inverse CDF of one uniform."""
-        u = np.random.default_rng(self._ss(component, _COUNT_SLOT)).random()
+        u = self._generator(component, _COUNT_SLOT).random()
         return poisson_quantile(u + 2.0**-54, max(float(mean), 0.0))  # u in (0, 1)
 
     def events(self, component: str) -> np.random.Generator:
@@ -135,7 +176,7 @@ class DataStreams:
         Draw per-event numbers as rows (``rng.random((n, d))``) so that event *k* uses the
         same numbers whatever ``n`` is.
         """
-        return np.random.default_rng(self._ss(component, _EVENT_SLOT))
+        return self._generator(component, _EVENT_SLOT)
 
     def __getattr__(self, name: str):  # noqa: ANN204 - forwards to numpy.random.Generator
         """Models that take a plain ``numpy.random.Generator`` (e.g. user plug-ins calling

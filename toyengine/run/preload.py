@@ -6,9 +6,9 @@ One module for both of distributed's preload hooks (``--preload`` and ``--preloa
 ``cluster/start-cluster.sh`` pass both):
 
 - **On a worker**, before it connects, load what every run's first chunk needs: the store
-  writer (zarr) and the compiled kernels of the 1-D likelihood and of the Newton fitter
-  (numba's cache, loaded, not compiled, after the first run). A worker that joins is
-  ready: the first chunk waits only for its model (built by the run's warm-up,
+  writer (zarr) and the compiled kernels of the toys' random streams, the 1-D likelihood and
+  the Newton fitter (numba's cache, loaded, not compiled, after the first run). A worker
+  that joins is ready: the first chunk waits only for its model (built by the run's warm-up,
   :func:`toyengine.run.warm.warm_up`) and its toys. Loading in a background thread instead,
   after the worker joined, took the same time from launch to the first result but left
   ≈ 1 s of it after the cluster was up, competing with the client's store creation.
@@ -65,11 +65,12 @@ def _keep_adaptive_malloc(nanny: Any) -> None:
 
 def _load() -> None:
     try:
-        from ..core import model1d_kernels, newton_kernels
+        from ..core import model1d_kernels, newton_kernels, streams_kernels
         from ..store import results  # noqa: F401 - what a chunk task writes with
 
         model1d_kernels.load()
         newton_kernels.load()
+        streams_kernels.load()
     except Exception as exc:  # noqa: BLE001 - only a head start: the chunk tasks import the
         # same modules and report what fails with its toy; the worker's log says why here,
         # and the worker still starts

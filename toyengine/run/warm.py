@@ -14,9 +14,9 @@ __all__ = ["warm_up"]
 async def warm_up(spec_pickle: bytes) -> None:
     """Run on every worker with ``client.run(warm_up, pickle.dumps(spec), wait=False)``
     (not waited for, so a coroutine) while the client times its estimate and creates the
-    store: import the store writer, build the study's models (kept per process) and, for
-    1-D models, load their likelihood's compiled kernels, in a thread off the worker's
-    event loop, so that the first chunk does not pay for them."""
+    store: import the store writer, build the study's models (kept per process), load the
+    random streams' compiled kernels and, for 1-D models, their likelihood's, in a thread
+    off the worker's event loop, so that the first chunk does not pay for them."""
     import asyncio
 
     await asyncio.get_running_loop().run_in_executor(None, _prepare, spec_pickle)
@@ -33,6 +33,9 @@ def _prepare(spec_pickle: bytes) -> None:
         Plan.of(pickle.loads(spec_pickle))  # noqa: S301 - our own client's pickle
     except Exception:  # noqa: BLE001, S110 - only a head start: the chunk task itself
         pass  # meets the same problem and reports it, with the toy it belongs to
+    from ..core import streams_kernels  # every toy's random streams (numba, from the cache)
+
+    streams_kernels.load()
     if "toyengine.core.model1d" in sys.modules:  # a 1-D model was built: its likelihood's
         from ..core import model1d_kernels, newton_kernels  # compiled (numba), from the cache
 

@@ -19,17 +19,23 @@ from .preflight import (
 )
 from .preload import PRELOAD
 
-#: Dask settings of the workers of our own local cluster, which share the machine's cores
-#: with the client and with each other, as (distributed's default, ours): no statistical
+#: Dask settings of our own local cluster (its workers, nannies and scheduler), which shares
+#: the machine's cores with the client, as (distributed's default, ours): no statistical
 #: profiler (it samples each worker's stack every 10 ms for the Profile page of the
-#: dashboard) and memory checked every second rather than ten times a second. With the
-#: client's idle wait, ~5 % of the T_cc+ pulls study's time per toy on one core
-#: (benchmarks/bench_tcc_roofit.py). A setting the user changed from distributed's default
-#: is kept (:func:`local_worker_config`); for the dashboard's Profile page run a cluster of
-#: your own (``--scheduler``, cluster/README.md).
+#: dashboard), memory checked every second rather than ten times a second, the event loop's
+#: responsiveness checked every second rather than every 20 ms (a loop blocked for
+#: ``distributed.admin.tick.limit``, 3 s, is still reported) and the dashboard's System page
+#: (CPU, memory, network, disk) sampled every 2 s rather than every 0.5 s. The first two
+#: were ~5 % of the T_cc+ pulls study's time per toy on one core, the last two 6 % more
+#: (``toyengine run studies/tcc/pulls.yaml --workers 1 --toys 20200`` pinned to one core,
+#: whole-process timings, 4 alternations; benchmarks/bench_tcc_roofit.py). A setting the
+#: user changed from distributed's default is kept (:func:`local_worker_config`); for the
+#: dashboard's Profile page run a cluster of your own (``--scheduler``, cluster/README.md).
 LOCAL_WORKER_CONFIG: dict[str, tuple[Any, Any]] = {
     "distributed.worker.profile.enabled": (True, False),
     "distributed.worker.memory.monitor-interval": ("100ms", "1s"),
+    "distributed.admin.tick.interval": ("20ms", "1s"),
+    "distributed.admin.system-monitor.interval": ("500ms", "2s"),
 }
 
 

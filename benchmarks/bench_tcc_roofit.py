@@ -3,14 +3,15 @@
 Usage::
 
     pip install -e ".[roofit]"        # ROOT from its wheel (optional; ~250 MB)
-    python benchmarks/bench_tcc_roofit.py [--toys 200 20200] [--roofit-toys 100 600] [--rounds 3]
+    python benchmarks/bench_tcc_roofit.py [--toys 200 60200] [--roofit-toys 100 600] [--rounds 3]
     python benchmarks/bench_tcc_roofit.py --check 50   # the two models fit the same toys alike
 
 What it times: whole processes' wall time, pinned to one core (``--cpu``, default 0; every
 process of the run — client, scheduler and the one worker — shares it). Each side runs the
 study twice, with N1 and N2 toys (``--toys`` for toyengine, ``--roofit-toys`` for RooFit: the
-counts differ so that both differences last about a minute or more: toyengine's start-up, 7 to
-15 s on a shared machine, varies by seconds, and 5000 toys were too few to see past it); the
+counts differ so that both differences last about a minute or more: toyengine's start-up, 6 to
+15 s on a shared machine, varies by seconds, and 5000 toys were too few to see past it; at
+≈ 1 ms a toy, 20 000 toys still let a start-up one second longer move the figure by 5 %); the
 **marginal cost per toy**
 ``(t(N2) - t(N1)) / (N2 - N1)`` removes start-up (imports, ROOT's interpreter, the Dask
 cluster, numba's kernels, the store's creation). The sides alternate (toyengine N1, RooFit N1,
@@ -324,7 +325,7 @@ def check(n: int, python: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--toys", type=int, nargs=2, default=(200, 20200), metavar=("N1", "N2"),
+    ap.add_argument("--toys", type=int, nargs=2, default=(200, 60200), metavar=("N1", "N2"),
                     help="toyengine's two toy counts")
     ap.add_argument("--roofit-toys", type=int, nargs=2, default=(100, 600),
                     metavar=("N1", "N2"), help="RooFit's two toy counts")

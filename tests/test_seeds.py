@@ -101,6 +101,9 @@ def test_streams_are_numpys_seed_sequences() -> None:
             np.testing.assert_array_equal(streams.events("signal").random(5), ref_events)
     with pytest.raises(ValueError, match="non-negative"):
         DataStreams(-1, ())
+    # the precomputed seed is PCG64's four 64-bit words and nothing else
+    with pytest.raises(ValueError, match="PCG64's seed"):
+        DataStreams(1, ())._seed("signal", 0).generate_state(8)
 
 
 def test_counts_follow_poisson() -> None:

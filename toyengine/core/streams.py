@@ -60,7 +60,7 @@ _MEANS_SEEN: set[float] = set()
 
 
 @lru_cache(maxsize=64)
-def _poisson_cdf(mean: float) -> list[float] | None:
+def _poisson_cdf(mean: float) -> tuple[float, ...] | None:
     """``P(N <= k)`` for ``k = 0, 1, ...`` up to the first ``k`` where it is 1.0, the same
     ``special.pdtr`` values the search of :func:`poisson_quantile` computes one by one; None
     above :data:`_TABLE_MEAN` or if the values do not rise monotonically to 1.0."""
@@ -69,8 +69,9 @@ def _poisson_cdf(mean: float) -> list[float] | None:
     cdf = special.pdtr(np.arange(int(mean + 40.0 * math.sqrt(mean)) + 60), mean)
     if cdf[-1] != 1.0 or np.any(np.diff(cdf) < 0.0):
         return None
-    # a list: bisect finds a count in it in a fifth of np.searchsorted's time
-    return cdf[:int(np.argmax(cdf == 1.0)) + 1].tolist()
+    # a tuple (shared, never modified): bisect finds a count in it in a fifth of
+    # np.searchsorted's time
+    return tuple(cdf[:int(np.argmax(cdf == 1.0)) + 1].tolist())
 
 
 def poisson_quantile(u: float, mean: float) -> int:

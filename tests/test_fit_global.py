@@ -20,6 +20,7 @@ from toyengine.core.fit import (
     line_grid,
     lower_of,
 )
+from toyengine.core.minimize import _single_fit
 from toyengine.core.params import Parameter, ParameterSet
 from toyengine.study.plan import Chunk, Plan
 from toyengine.study.recipe import run_chunk
@@ -102,6 +103,45 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     assert sets.value("m") == pytest.approx(2.0591, abs=0.01)
     assert sets.n_starts == local.n_starts + 2 * (2 + 4)
 
+
+
+def test_restart_sets_repeating_an_earlier_sets_points_are_tried_once():
+    """A set naming a parameter the model lacks moves only the others: its points are the
+    unscrambled Halton sequence of an earlier set's parameters again (the first 2 of its 4
+    are the 2 of ``("a",)``), and a start already tried is not fitted again (the null
+    hypothesis of a search has no signal mass to move with the nuisances)."""
+    one = fit(_two_wells, WELL_PARAMS, restarts=Restarts(("a",), 2))
+    two = fit(_two_wells, WELL_PARAMS, restarts=(Restarts(("a",), 2),
+                                                 Restarts(("a", "not_a_parameter"), 4)))
+    local = fit(_two_wells, WELL_PARAMS)
+    assert one.n_starts == local.n_starts + 2
+    assert two.n_starts == local.n_starts + 4  # 2 + (4 - the 2 repeated)
+    assert two.nll == one.nll
+
+
+class _WrongGradient:
+    """u² + v² with a gradient off by (0.3, −0.2): MIGRAD's line searches along it stall
+    before the minimum (invalid), and iminuit's retries (SIMPLEX, which uses no gradient,
+    then MIGRAD at strategy 2) reach it."""
+
+    def __call__(self, x: np.ndarray) -> float:
+        return float(x[0] ** 2 + x[1] ** 2)
+
+    def grad(self, x: np.ndarray) -> np.ndarray:
+        return 2.0 * np.asarray(x) + np.array([0.3, -0.2])
+
+
+def test_a_fit_once_is_not_retried():
+    """``once``: one MIGRAD, not iminuit's retries at strategy 2 after SIMPLEX (up to four
+    more), which a restart's brief fit does not need: its end only ranks the start."""
+    params = ParameterSet((Parameter("u", 3.0, (-10.0, 10.0), step=0.5),
+                           Parameter("v", -2.0, (-10.0, 10.0), step=0.5)))
+    x0 = params.values
+    retried = _single_fit(_WrongGradient(), params, x0, False, 0, 1.0, False)
+    once = _single_fit(_WrongGradient(), params, x0, False, 0, 1.0, False, once=True)
+    assert retried.valid and retried.nll < 1e-6
+    assert not once.valid and once.nll > 1e-3  # stalled where the first MIGRAD stopped
+    assert once.nfcn < retried.nfcn
 
 def _coupling_wells(x: np.ndarray) -> float:
     """100 ∫ (c − 0.3)(c − 0.6)(c − 1) dc: a shallow well at c = 0.3 (reached from the

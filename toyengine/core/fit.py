@@ -166,7 +166,8 @@ class Restarts:
     """Brief fits from the lowest minimum with some parameters moved across their range.
 
     After every start, the lowest minimum's vector is refitted briefly (every parameter
-    free, the profile's loose tolerance, no HESSE) from ``points`` low-discrepancy points (a
+    free, the profile's loose tolerance, no HESSE, one MIGRAD without iminuit's retries:
+    the end only says whether the start leads lower) from ``points`` low-discrepancy points (a
     Halton sequence without scrambling, its first point — the box's corner — skipped) over
     the ranges of ``params`` (:func:`_scan_box` around the minimum), the other parameters at
     the minimum's values; a brief fit that ends lower than the minimum is followed by a full
@@ -192,7 +193,9 @@ class Restarts:
 def _restart_points(params: ParameterSet, x: np.ndarray,
                     restarts: Restarts | Sequence[Restarts]) -> list[np.ndarray]:
     """The start vectors of :class:`Restarts` (one set or several, in order) around the
-    minimum ``x``."""
+    minimum ``x``, each once: a set whose other parameters the model lacks or fixes
+    repeats an earlier set's points (the Halton sequence is not scrambled), e.g. the
+    null hypothesis of a search has no signal mass or width to move with the S-wave."""
     from scipy.stats import qmc
 
     out = []
@@ -206,7 +209,8 @@ def _restart_points(params: ParameterSet, x: np.ndarray,
         for row in box[:, 0] + u * (box[:, 1] - box[:, 0]):
             y = np.array(x, dtype=float)
             y[idx] = row
-            out.append(y)
+            if not any(np.array_equal(y, z) for z in out):
+                out.append(y)
     return out
 
 
@@ -501,7 +505,7 @@ def fit(nll: Callable[[np.ndarray], float], params: ParameterSet, *, starts: int
         origin = best
         for x0 in _restart_points(params, origin.values, restarts):
             n_restarts += 1
-            brief = _single_fit(nll, params, x0, False, 0, _PROFILE_TOL, False)
+            brief = _single_fit(nll, params, x0, False, 0, _PROFILE_TOL, False, once=True)
             total_nfcn += brief.nfcn
             if not (math.isfinite(brief.nll) and brief.nll < best.nll - SAME_MINIMUM):
                 continue

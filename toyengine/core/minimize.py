@@ -138,13 +138,15 @@ def _minuit_for(nll: Likelihood, params: ParameterSet, hessian: str | None,
 
 def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np.ndarray,
                 minos: bool, strategy: int | None, tol: float | None,
-                hesse: bool = True) -> FitResult:
+                hesse: bool = True, once: bool = False) -> FitResult:
     """One fit from ``x0``: Newton (:func:`_newton_fit`) when ``nll`` has an analytic
     ``grad`` and ``hessian`` and no MINOS is asked for (started at
     ``nll.closed_form_minimum(x0, free_mask)`` where the likelihood has closed-form
     estimates and that returns a point), MIGRAD (+ HESSE) otherwise and
     whenever Newton does not reach a valid interior minimum, then from Newton's last
-    point; the calls Newton spent are then added to MIGRAD's ``nfcn``."""
+    point; the calls Newton spent are then added to MIGRAD's ``nfcn``. With ``once``
+    MIGRAD runs once: a fit that does not converge is not retried (iminuit's ``iterate=1``;
+    by default up to four more MIGRADs at strategy 2, each after a SIMPLEX)."""
     spent, reason = 0, ""
     nll = as_likelihood(nll)
     if not minos and nll.has_grad and nll.has_hessian:
@@ -160,7 +162,7 @@ def _single_fit(nll: Callable[[np.ndarray], float], params: ParameterSet, x0: np
             # Newton took lowered -ln L), often at the minimum already (one within
             # LIMIT_TOLERANCE steps of a limit)
             x0 = newton.values
-    res = _migrad_fit(nll, params, x0, minos, strategy, tol, hesse)
+    res = _migrad_fit(nll, params, x0, minos, strategy, tol, hesse, once)
     if spent:
         res = FitResult(**{**res.__dict__, "nfcn": res.nfcn + spent,
                            "message": "; ".join(filter(None, (reason, res.message)))})
@@ -222,19 +224,19 @@ def _newton_fit(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
 
 def _migrad_fit(nll: Likelihood, params: ParameterSet, x0: np.ndarray,
                 minos: bool, strategy: int | None, tol: float | None,
-                hesse: bool = True) -> FitResult:
+                hesse: bool = True, once: bool = False) -> FitResult:
     nll = as_likelihood(nll)
-    res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True)
+    res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, True, once)
     if res.status == FitStatus.EXCEPTION and _seed_hessian(nll, hesse) is not None:
         # iminuit fails inside MIGRAD when its seed, the analytic Hessian at x0, is not
         # positive definite (a start far from the minimum): start again without the seed
-        res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, False)
+        res = _single_fit_with(nll, params, x0, minos, strategy, tol, hesse, False, once)
     return res
 
 
 def _single_fit_with(nll: Likelihood, params: ParameterSet,
                      x0: np.ndarray, minos: bool, strategy: int | None, tol: float | None,
-                     hesse: bool, use_hessian: bool) -> FitResult:
+                     hesse: bool, use_hessian: bool, once: bool = False) -> FitResult:
     t0 = time.perf_counter()
     if strategy is None:
         # with an analytic gradient MIGRAD needs no numerical second derivatives to
@@ -249,7 +251,7 @@ def _single_fit_with(nll: Likelihood, params: ParameterSet,
             m = _minuit_for(nll, params, _seed_hessian(nll, hesse, use_hessian), x0)
             m.strategy = strategy
             m.tol = _DEFAULT_TOL if tol is None else tol
-            m.migrad()
+            m.migrad(iterate=1 if once else 5)
             if hesse and m.fmin is not None and m.fmin.is_valid:
                 m.hesse()
                 if not m.fmin.is_valid:

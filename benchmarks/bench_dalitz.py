@@ -82,6 +82,10 @@ def _study_pairs(path: str, toys: int, first: int) -> int:
           f"{dict(spec.fit)}), timed around run_chunk of one toy (perf_counter / "
           f"process_time): wall {med(r[0] for r in rows):.3f} s, "
           f"cpu {med(r[1] for r in rows):.3f} s")
+    # the mean is what a campaign pays: a few toys whose search goes round again (a restart
+    # that found a lower minimum) cost several times the median
+    print(f"mean per pair: wall {statistics.fmean(r[0] for r in rows):.3f} s, "
+          f"cpu {statistics.fmean(r[1] for r in rows):.3f} s")
     for h, name in enumerate(hyps):
         print(f"  fit {name}: median {med(r[2][h] for r in rows):.3f} s, "
               f"nfcn {med(r[3][h] for r in rows):.0f}")

@@ -104,7 +104,6 @@ def test_restarts_reach_a_nuisance_minimum_no_start_reaches():
     assert sets.n_starts == local.n_starts + 2 * (2 + 4)
 
 
-
 def test_restart_sets_repeating_an_earlier_sets_points_are_tried_once():
     """A set naming a parameter the model lacks moves only the others: its points are the
     unscrambled Halton sequence of an earlier set's parameters again (the first 2 of its 4
@@ -142,6 +141,7 @@ def test_a_fit_once_is_not_retried():
     assert retried.valid and retried.nll < 1e-6
     assert not once.valid and once.nll > 1e-3  # stalled where the first MIGRAD stopped
     assert once.nfcn < retried.nfcn
+
 
 def _coupling_wells(x: np.ndarray) -> float:
     """100 ∫ (c − 0.3)(c − 0.6)(c − 1) dc: a shallow well at c = 0.3 (reached from the

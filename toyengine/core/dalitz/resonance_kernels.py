@@ -36,22 +36,33 @@ def rbw_values(s: np.ndarray, G: np.ndarray, base: np.ndarray, m0sq: float, c: f
 
 @numba.njit(cache=True, error_model="numpy")
 def rbw_derivatives(g: np.ndarray, s: np.ndarray, G: np.ndarray, m0: float, c: float,
-                    half_dlnd0: float, dlnc: float, inv_w0: float, row_m: int, row_w: int,
-                    out: np.ndarray) -> None:
-    """``∂g/∂m0`` into ``out[row_m]`` and ``∂g/∂Γ0`` into ``out[row_w]`` (MeV⁻¹; a row
-    index < 0 skips it): with ``g = sqrt(D0) base / (re − i c G)``,
-    ``∂g = g ½ ∂ln D0 − g ∂(re − i c G) / (re − i c G)``; ``half_dlnd0`` is
-    ``0.5e-3 ∂ln D0/∂m0``, ``dlnc`` is ``1e-3 ∂ln c/∂m0``, ``inv_w0`` is ``1e-3/Γ0``."""
+                    half_dlnd0: float, dlnc: float, inv_w0: float, out: np.ndarray) -> None:
+    """``∂g/∂m0`` into ``out[:, 0]`` and ``∂g/∂Γ0`` into ``out[:, 1]`` (MeV⁻¹; ``out[0]``
+    the real parts, ``out[1]`` the imaginary ones): with ``g = sqrt(D0) base / (re − i c
+    G)``, ``∂g = g ½ ∂ln D0 − g ∂(re − i c G) / (re − i c G)``; ``half_dlnd0`` is ``0.5e-3
+    ∂ln D0/∂m0``, ``dlnc`` is ``1e-3 ∂ln c/∂m0``, ``inv_w0`` is ``1e-3/Γ0``.
+
+    Real arithmetic, operation by operation that of the complex expressions (the same
+    bits for finite values); real planes, not complex rows, because stores into several
+    complex rows keep the loop from being vectorised (5× slower)."""
     m0sq = m0 * m0
+    u = 2e-3 * m0
     for i in range(s.shape[0]):
         re = m0sq - s[i]
         cg = c * G[i]
         inv = 1.0 / (re * re + cg * cg)
-        gi = g[i] * complex(re * inv, cg * inv)
-        if row_m >= 0:
-            out[row_m, i] = half_dlnd0 * g[i] - gi * complex(2e-3 * m0, -(dlnc * cg))
-        if row_w >= 0:
-            out[row_w, i] = gi * complex(0.0, inv_w0 * cg)
+        a = re * inv
+        b = cg * inv
+        gr = g[i].real
+        gim = g[i].imag
+        hr = gr * a - gim * b  # g (re + i cg) / (re² + cg²)
+        hi = gr * b + gim * a
+        v = -(dlnc * cg)
+        out[0, 0, i] = half_dlnd0 * gr - (hr * u - hi * v)
+        out[1, 0, i] = half_dlnd0 * gim - (hr * v + hi * u)
+        z = inv_w0 * cg
+        out[0, 1, i] = hr * 0.0 - hi * z
+        out[1, 1, i] = hr * z + hi * 0.0
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -91,45 +102,68 @@ def lass_values(q: np.ndarray, q2: np.ndarray, s: np.ndarray, q_over_m: np.ndarr
 @numba.njit(cache=True, error_model="numpy")
 def lass_derivatives(q: np.ndarray, q2: np.ndarray, s: np.ndarray, q_over_m: np.ndarray,
                      m_below: np.ndarray, a: float, r: float, m0: float, scale: float,
-                     dm_scale: float, dw_scale: float, nr: bool, bw: bool, row_m: int,
-                     row_w: int, row_a: int, row_r: int, out: np.ndarray) -> None:
-    """Derivatives of :func:`lass_values` into the rows ``row_m, row_w, row_a, row_r`` of
-    ``out`` (pole mass and width per MeV, scattering length and effective range; a row
-    index < 0 skips it). With ``D = q cot δ_B − i q``: ``∂g/∂(q cot δ_B)`` is
-    ``−m/D²`` (non-resonant) plus ``−2 i q BW / D²`` (from ``e^{2iδ_B} = (q cot δ_B + i
-    q)/D``), and ``∂(q cot δ_B)`` is ``−1/a²`` and ``q²/2``; the Breit–Wigner enters through
-    ``scale = m0² Γ0/q0``: ``dm_scale`` is ``1e-3 ∂ln scale/∂m0 · scale`` and ``dw_scale``
-    ``1e-3 scale/Γ0``."""
-    need_q = row_a >= 0 or row_r >= 0
+                     dm_scale: float, dw_scale: float, nr: bool, bw: bool,
+                     out: np.ndarray) -> None:
+    """Derivatives of :func:`lass_values` in the pole mass and width (per MeV; zero without
+    the Breit–Wigner, ``bw`` false, where the caller passes ``m0 = scale = 0``), the
+    scattering length and the effective range, into ``out[:, 0..3]`` in that order
+    (``out[0]`` the real parts, ``out[1]`` the imaginary ones). With ``D = q cot δ_B − i
+    q``: ``∂g/∂(q cot δ_B)`` is ``−m/D²`` (non-resonant) plus ``−2 i q BW / D²`` (from
+    ``e^{2iδ_B} = (q cot δ_B + i q)/D``), and ``∂(q cot δ_B)`` is ``−1/a²`` and ``q²/2``;
+    the Breit–Wigner enters through ``scale = m0² Γ0/q0``: ``dm_scale`` is ``1e-3 ∂ln
+    scale/∂m0 · scale`` and ``dw_scale`` ``1e-3 scale/Γ0``.
+
+    Real arithmetic, operation by operation that of the complex expressions (the same
+    bits for finite values), without branches inside the loop, into real planes: stores
+    into several complex rows keep the loop from being vectorised (5× slower)."""
     m0sq = m0 * m0
     inv_a = 1.0 / a
     half_r = 0.5 * r
     da = -1.0 / (a * a)
+    k_nr = 1.0 if nr else 0.0
+    k_bw = 1.0 if bw else 0.0
+    c_m = 2e-3 * m0
     for i in range(q.shape[0]):
-        qcot = inv_a + half_r * q2[i]
-        # 1/(x − i y) = (x + i y)/(x² + y²): a real division, not a complex one
-        f = 1.0 / (qcot * qcot + q2[i])
-        idn = complex(qcot * f, q[i] * f)
-        idn2 = idn * idn
-        dqc = 0j
-        if nr and need_q:
-            dqc -= m_below[i] * idn2
-        if bw:
-            b_re = m0sq - s[i]
-            b_im = scale * q_over_m[i]
-            f = 1.0 / (b_re * b_re + b_im * b_im)
-            idb = complex(b_re * f, b_im * f)
-            bwv = scale * idb
-            if need_q:
-                dqc += complex(0.0, -2.0 * q[i]) * idn2 * bwv
-            if row_m >= 0 or row_w >= 0:
-                e_db = complex(qcot, q[i]) * idn * idb
-                dbw_ds = e_db * b_re * idb  # e^{2iδ} ∂BW/∂scale
-                if row_m >= 0:
-                    out[row_m, i] = dbw_ds * dm_scale - e_db * bwv * (2e-3 * m0)
-                if row_w >= 0:
-                    out[row_w, i] = dbw_ds * dw_scale
-        if row_a >= 0:
-            out[row_a, i] = dqc * da
-        if row_r >= 0:
-            out[row_r, i] = dqc * (0.5 * q2[i])
+        qi = q[i]
+        q2i = q2[i]
+        qcot = inv_a + half_r * q2i
+        # 1/D = 1/(x − i y) = (x + i y)/(x² + y²): a real division, not a complex one
+        f = 1.0 / (qcot * qcot + q2i)
+        x = qcot * f
+        y = qi * f
+        n2r = x * x - y * y  # 1/D²
+        n2i = x * y + y * x
+        mb = k_nr * m_below[i]
+        dr = 0.0 - mb * n2r  # ∂g/∂(q cot δ_B)
+        di = 0.0 - mb * n2i
+        b_re = m0sq - s[i]
+        b_im = scale * q_over_m[i]
+        fb = 1.0 / (b_re * b_re + b_im * b_im)
+        ir = b_re * fb  # 1/(m0² − s − i scale q/m)
+        ii = b_im * fb
+        vr = scale * ir  # the Breit–Wigner
+        vi = scale * ii
+        tq = 2.0 * qi
+        tr = tq * n2i  # −2 i q / D²
+        ti = 0.0 - tq * n2r
+        dr = dr + k_bw * (tr * vr - ti * vi)
+        di = di + k_bw * (tr * vi + ti * vr)
+        er = qcot * x - qi * y  # e^{2iδ_B}
+        ei = qcot * y + qi * x
+        edr = er * ir - ei * ii
+        edi = er * ii + ei * ir
+        pr = edr * b_re
+        pim = edi * b_re
+        dsr = pr * ir - pim * ii  # e^{2iδ_B} ∂BW/∂scale
+        dsi = pr * ii + pim * ir
+        evr = (edr * vr - edi * vi) * c_m
+        evi = (edr * vi + edi * vr) * c_m
+        out[0, 0, i] = dsr * dm_scale - evr
+        out[1, 0, i] = dsi * dm_scale - evi
+        out[0, 1, i] = dsr * dw_scale
+        out[1, 1, i] = dsi * dw_scale
+        out[0, 2, i] = dr * da
+        out[1, 2, i] = di * da
+        h = 0.5 * q2i
+        out[0, 3, i] = dr * h
+        out[1, 3, i] = di * h

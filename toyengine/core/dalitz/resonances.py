@@ -221,10 +221,8 @@ class Lineshape:
         """
         kind = self.kind
         which = list(range(self.n_params)) if which is None else list(which)
-        out = np.empty((len(which), g.size), complex)
         if kind == "flat":
-            return out
-        rows = {k: r for r, k in enumerate(which)}
+            return np.empty((len(which), g.size), complex)
         # numba: compiled on first use, never at import toyengine
         from . import resonance_kernels as kernels
 
@@ -236,26 +234,29 @@ class Lineshape:
             dlnq0, dlnd0 = self._pole_derivatives(kin, m0)
             c = w0 * m0 * m0 * d0 / q0 ** (2 * L + 1)
             dlnc = 2.0 / m0 + dlnd0 - (2 * L + 1) * dlnq0
+            planes = np.empty((2, 2, g.size))
             kernels.rbw_derivatives(g, geom["s"], geom["G"], m0, c, 0.5e-3 * dlnd0,
-                                    1e-3 * dlnc, 1e-3 / w0, rows.get(0, -1), rows.get(1, -1),
-                                    out)
-            return out
-        # LASS family (Eqs. 9–10)
-        m0, w0, a, rr = self._lass_values(values)
-        n = self.n_params
-        bw = kind in ("lass", "lass_bw")
-        scale = dm_scale = dw_scale = 0.0
-        if bw:
-            q0, _ = self._pole_terms(kin, m0)
-            scale = m0 * w0 * m0 / q0
-            if 0 in rows:
+                                    1e-3 * dlnc, 1e-3 / w0, planes)
+            rows = which
+        else:  # the LASS family (Eqs. 9–10): rows (m0, Γ0, a, r) of the kernel
+            m0, w0, a, rr = self._lass_values(values)
+            bw = kind in ("lass", "lass_bw")
+            scale = dm_scale = dw_scale = 0.0
+            if bw:
+                q0, _ = self._pole_terms(kin, m0)
+                scale = m0 * w0 * m0 / q0
                 dm_scale = 1e-3 * scale * (2.0 / m0 - self._pole_derivatives(kin, m0)[0])
-            dw_scale = 1e-3 * scale / w0
-        kernels.lass_derivatives(
-            geom["q"], geom["q2"], geom["s"], geom["q_over_m"], geom["m_below"], a, rr,
-            m0 if bw else 0.0, scale, dm_scale, dw_scale, kind in ("lass", "lass_nr"), bw,
-            rows.get(0, -1) if bw else -1, rows.get(1, -1) if bw else -1,
-            rows.get(n - 2, -1), rows.get(n - 1, -1), out)
+                dw_scale = 1e-3 * scale / w0
+            planes = np.empty((2, 4, g.size))
+            kernels.lass_derivatives(
+                geom["q"], geom["q2"], geom["s"], geom["q_over_m"], geom["m_below"], a, rr,
+                m0 if bw else 0.0, scale, dm_scale, dw_scale, kind in ("lass", "lass_nr"), bw,
+                planes)
+            rows = which if bw else [k + 2 for k in which]  # lass_nr: (a, r) only
+        sel = slice(None) if rows == list(range(planes.shape[1])) else rows
+        out = np.empty((len(which), g.size), complex)
+        out.real = planes[0, sel]
+        out.imag = planes[1, sel]
         return out
 
     def _lass_values(self, values: tuple[float, ...]) -> tuple[float, float, float, float]:

@@ -31,21 +31,32 @@ def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, comps: np.ndarra
     their complex conjugates into ``N[r, ki_k, comps_d]`` (row, then column, component by
     component)."""
     n_r, _, nk, na = esel.shape
-    val = np.empty(nk, np.complex128)
+    val = np.empty((n_r, nk), np.complex128)
     for d in range(pos.shape[0]):
         p = pos[d]
         j = comps[d]
-        for r in range(n_r):
+        # two runs at a time: two independent sums over a (each in the order of a) instead
+        # of one whose every addition waits for the last
+        r = 0
+        while r < n_r:
+            r1 = r + 1 if r + 1 < n_r else r
             for k in range(nk):
-                s = 0j
+                s0 = 0j
+                s1 = 0j
                 for a in range(na):
                     h = H[k, a]
-                    s += esel[r, p, k, a] * complex(h.real, -h.imag) * H[p, a]
-                val[k] = s
+                    hc = complex(h.real, -h.imag)
+                    hp = H[p, a]
+                    s0 += esel[r, p, k, a] * hc * hp
+                    s1 += esel[r1, p, k, a] * hc * hp
+                val[r, k] = s0
+                val[r1, k] = s1
+            r += 2
+        for r in range(n_r):
             for k in range(nk):
-                N[r, j, ki[k]] = val[k]
+                N[r, j, ki[k]] = val[r, k]
             for k in range(nk):
-                N[r, ki[k], j] = val[k].conjugate()
+                N[r, ki[k], j] = val[r, k].conjugate()
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -199,7 +210,11 @@ def normalise_component(g: np.ndarray, w: np.ndarray, start: int, out1: np.ndarr
     for a in range(out2.shape[0]):
         out2[a] = nj * g[start2 + a]
     for i in range(f_col.shape[0]):
-        f_col[i] = (g[ev_start + i] * ang[i]) * nj
+        # (g P_L) n in real arithmetic: the same products as the complex ones (whose extra
+        # terms, times the zero imaginary part of a real factor, add nothing), ~1.5x faster
+        v = g[ev_start + i]
+        an = ang[i]
+        f_col[i] = complex((v.real * an) * nj, (v.imag * an) * nj)
     return s
 
 

@@ -506,3 +506,26 @@ def test_adaptive_chi2(nominal) -> None:
         assert res["expected"].sum() == pytest.approx(yields, rel=2e-4)
         chis.append(res["chi2"])
     assert abs(np.mean(chis) - 144) < 34
+
+
+@pytest.mark.parametrize("n_runs", [1, 2, 3])
+def test_kpi_block_is_the_quadrature_of_each_row_against_every_row(n_runs: int) -> None:
+    """The K+π− block of the normalisation matrices, ``N[r, j, k] = Σ_a esel[r, p, k, a]
+    H_p(a) H_k*(a)`` and its conjugate, against numpy's einsum, for one, two and three runs
+    (the kernel sums two runs at a time and an odd last run alone). Tolerance: a few
+    roundings of sums of 37 terms of order 1."""
+    from toyengine.core.dalitz.state_kernels import kpi_block
+
+    rng = np.random.default_rng(11)
+    nk, na = 5, 37
+    esel = rng.random((n_runs, nk, nk, na))
+    esel = esel + esel.swapaxes(1, 2)  # symmetric in the two components, as the model's
+    H = rng.standard_normal((nk, na)) + 1j * rng.standard_normal((nk, na))
+    ki = np.array([0, 2, 3, 5, 6])
+    pos = np.array([1, 3])
+    N = np.zeros((n_runs, 8, 8), complex)
+    kpi_block(esel, H, pos, ki[pos], ki, N)
+    for p in pos:
+        want = np.einsum("rka,a,ka->rk", esel[:, p], H[p], H.conj())
+        np.testing.assert_allclose(N[:, ki[p], ki], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(N[:, ki, ki[p]], want.conj(), rtol=1e-12, atol=1e-12)

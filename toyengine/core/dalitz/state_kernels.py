@@ -36,10 +36,8 @@ def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, comps: np.ndarra
         p = pos[d]
         j = comps[d]
         # two runs at a time: two independent sums over a (each in the order of a) instead
-        # of one whose every addition waits for the last
-        r = 0
-        while r < n_r:
-            r1 = r + 1 if r + 1 < n_r else r
+        # of one whose every addition waits for the last; an odd last run alone
+        for r in range(0, n_r - 1, 2):
             for k in range(nk):
                 s0 = 0j
                 s1 = 0j
@@ -48,10 +46,16 @@ def kpi_block(esel: np.ndarray, H: np.ndarray, pos: np.ndarray, comps: np.ndarra
                     hc = complex(h.real, -h.imag)
                     hp = H[p, a]
                     s0 += esel[r, p, k, a] * hc * hp
-                    s1 += esel[r1, p, k, a] * hc * hp
+                    s1 += esel[r + 1, p, k, a] * hc * hp
                 val[r, k] = s0
-                val[r1, k] = s1
-            r += 2
+                val[r + 1, k] = s1
+        if n_r % 2:
+            for k in range(nk):
+                s0 = 0j
+                for a in range(na):
+                    h = H[k, a]
+                    s0 += esel[n_r - 1, p, k, a] * complex(h.real, -h.imag) * H[p, a]
+                val[n_r - 1, k] = s0
         for r in range(n_r):
             for k in range(nk):
                 N[r, j, ki[k]] = val[r, k]

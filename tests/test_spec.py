@@ -86,8 +86,12 @@ def test_zc4100_studies_validate_and_one_toy_runs():
 
     root = Path(__file__).parent.parent / "studies" / "zc4100"
     files = sorted(root.glob("*.yaml"))
-    assert len(files) == 8  # with declared_significance.yaml (the dalitz builder)
+    # with declared_significance.yaml (the dalitz builder) and significance_importance.yaml
+    assert len(files) == 9
     specs = {f.stem: load_spec(f) for f in files}
+    from toyengine.study.plan import check_importance
+
+    check_importance(specs["significance_importance"])  # its family can be drawn
     res = run_chunk(Plan.of(specs["significance"]), Chunk(0, 0, 0, 1))
     # both fits (H0, H1) ran and converged: a fit that raised would be FitStatus.EXCEPTION
     # with NaN −ln L, an unconverged one FitStatus.INVALID

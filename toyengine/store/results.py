@@ -236,6 +236,13 @@ def create_store(store: str | Path | Location, plan: Plan, chunk_size: int,
     if spec.importance is not None:
         attrs.update({"importance_inject": " ".join(plan.injected),
                       "importance_fraction": float(spec.importance["fraction"])})
+        family = spec.importance.get("family")
+        if family:
+            attrs["importance_family"] = "; ".join(
+                [*(f"{n} uniform" for n in family["masses"]),
+                 *(f"{n} ∝ 1/{n}²" for n in family["widths"]),
+                 f"({', '.join(family['coupling'])}) at −Δln L ≈ {family['strength']:g} "
+                 f"(ln-magnitude σ {family['spread']:g})"])
         coords["injected"] = (("injected",), np.array(plan.injected, dtype=str))
     from ..study.recipe import flat_when_off
 

@@ -1,7 +1,8 @@
 """Importance sampling of a significance study's toys (``importance:``): which mixture
 component generates a toy, the model and values it is sampled from, and its log ratios
 ``ln p_k − ln p_0`` under every injected component (one model each of
-``importance.inject``, or its one model at each point of ``importance.points``). The
+``importance.inject``, or its one model at each point of ``importance.points``), or, with
+``importance.family``, the extended-space log ratio of :mod:`.importance_family`. The
 weights and the tail estimate are :mod:`toyengine.summary.importance`."""
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from typing import Any
 import numpy as np
 
 from ..core.likelihood import NormalConstraint
+from ..errors import ModelError
 from ..models.protocol import ToyModel
+from .importance_family import SignalFamily
 from .reference import generator_model
 from .seeds import importance_rng
 from .spec import StudySpec, Variant, build_model
 
-__all__ = ["importance_component", "importance_log_ratios", "toy_generator"]
+__all__ = ["family_log_ratio", "importance_component", "importance_log_ratios",
+           "signal_family", "toy_generator"]
 
 
 def _generation_log_likelihood(model: ToyModel, data: Any) -> float:
@@ -59,14 +63,53 @@ def _point_values(model: ToyModel, points: Mapping[str, Sequence[float]]) -> np.
     return rows
 
 
-def toy_generator(spec: StudySpec, variant: Variant,
-                   toy: int) -> tuple[int, ToyModel, np.ndarray]:
+def signal_family(spec: StudySpec, variant: Variant) -> SignalFamily | None:
+    """The injected signals of ``importance.family`` for variant ``variant`` (None for a
+    study without one)."""
+    imp = spec.importance
+    if imp is None or not imp.get("family"):
+        return None
+    return SignalFamily(build_model(spec, variant, imp["inject"][0]),
+                        generator_model(spec, variant), imp["family"])
+
+
+def _family_draws(spec: StudySpec, toy: int, variant: Variant,
+                  family: SignalFamily) -> tuple[int, np.ndarray | None, np.ndarray]:
+    """``(component, s, normal)`` of toy ``toy`` from its importance stream, after the
+    draw that picks the component: the injected signal ``s`` (component 1; None for a null
+    toy) and the standard normal draws of a null toy's ``s ~ r(s | x)``."""
+    rng = importance_rng(spec.seed, toy, None if spec.paired else variant.index)
+    c = 0 if float(rng.random()) >= float(spec.importance["fraction"]) else 1
+    if c:
+        return 1, family.draw(rng), np.zeros(family.index.size)
+    return 0, None, rng.standard_normal(family.index.size)
+
+
+def family_log_ratio(spec: StudySpec, variant: Variant, toy: int, family: SignalFamily,
+                     data: Any, fitted: np.ndarray) -> float:
+    """Toy ``toy``'s ``log_ratio`` in a study with ``importance.family``
+    (:meth:`SignalFamily.log_ratio <toyengine.study.importance_family.SignalFamily.log_ratio>`),
+    from its data set and the alternative's fitted values."""
+    _, s, normal = _family_draws(spec, toy, variant, family)
+    l0 = _generation_log_likelihood(family.null, data)
+    return family.log_ratio(data, fitted, s, normal, l0)[0]
+
+
+def toy_generator(spec: StudySpec, variant: Variant, toy: int,
+                  family: SignalFamily | None = None) -> tuple[int, ToyModel, np.ndarray]:
     """``(component, model, values)`` that generate toy ``toy``
-    (:func:`importance_component`)."""
+    (:func:`importance_component`; with ``importance.family`` the injected model at the
+    toy's own signal, ``family`` the study's :func:`signal_family` if already built)."""
     c = importance_component(spec, toy, variant)
     if c == 0:
         gen = generator_model(spec, variant)
         return 0, gen, gen.parameters.values
+    if spec.importance.get("family"):
+        family = family if family is not None else signal_family(spec, variant)
+        assert family is not None
+        _, s, _ = _family_draws(spec, toy, variant, family)
+        assert s is not None
+        return 1, family.model, family.values(s)
     points = spec.importance.get("points")
     if points:
         model = build_model(spec, variant, spec.importance["inject"][0])
@@ -83,6 +126,10 @@ def importance_log_ratios(spec: StudySpec, variant: Variant, data: Any) -> np.nd
     is ``1 / ((1 − a) + (a/K) Σ_k exp(log_ratio_k))``
     (:func:`toyengine.summary.importance.mixture_weights`)."""
     imp = spec.importance
+    if imp.get("family"):
+        msg = ("importance.family: a toy's log ratio needs the alternative's fit to it "
+               "(family_log_ratio), not the data set alone")
+        raise ModelError(msg)
     l0 = _generation_log_likelihood(generator_model(spec, variant), data)
     if imp.get("points"):
         model = build_model(spec, variant, imp["inject"][0])

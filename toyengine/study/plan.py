@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core.fit import scan_grid
 from ..errors import ModelError
+from .importance import signal_family
 from .kinds import KindInfo, kind_info
 from .reference import generator_model
 from .schema import Field, empty_records, study_fields
@@ -275,6 +276,8 @@ def check_importance(spec: StudySpec) -> None:
             msg = (f"importance.inject: model {name!r} has {why} than the generating model "
                    f"{v.generate!r}; the weights need the same phase space and maps")
             raise ModelError(msg)
+    if imp.get("family"):
+        signal_family(spec, v)  # raises ModelError naming a parameter it cannot draw
     points = imp.get("points")
     if points:
         _check_points(build_model(spec, v, imp["inject"][0]).parameters, points,

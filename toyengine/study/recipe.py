@@ -48,7 +48,13 @@ from ..core.fit import (
 from ..core.likelihood import NormalConstraint, as_likelihood
 from ..errors import FitFailureWarning, ModelError
 from ..models.protocol import ToyModel
-from .importance import importance_component, importance_log_ratios, toy_generator
+from .importance import (
+    family_log_ratio,
+    importance_component,
+    importance_log_ratios,
+    signal_family,
+    toy_generator,
+)
 from .plan import Chunk, Plan, param_axis
 from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng
@@ -618,6 +624,25 @@ def _store_sweighted(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyMo
     a["error"][(*at, [c for c, f in zip(cols, near, strict=True) if f])] = np.nan
 
 
+def _family_weight(a: dict[str, np.ndarray], i: int, spec: StudySpec, v: Variant, t: int,
+                   family: Any, data: Any, fitted: dict[int, FitResult], h: int,
+                   causes: dict[str, dict[str, Any]]) -> None:
+    """Store toy ``t``'s ``log_ratio`` of ``importance.family`` (it needs the alternative's
+    fit); a toy whose weight cannot be computed is a failed fit of the alternative, with
+    the cause, since its t cannot enter the weighted tail."""
+    try:
+        a["log_ratio"][i] = family_log_ratio(spec, v, t, family, data, fitted[h].values)
+    except Exception as exc:
+        warnings.warn(f"toy {t} of variant {v.name}: importance weight failed: {exc}",
+                      FitFailureWarning, stacklevel=1)
+        del fitted[h]
+        a["status"][i, h] = FitStatus.EXCEPTION
+        a["fail_reason"][i, h] = FailReason.EXCEPTION
+        _note_failure(causes, FailReason.EXCEPTION,
+                      f"importance weight: {type(exc).__name__}: {exc}", t, v.name,
+                      spec.hypotheses[h])
+
+
 def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     """Run the toys of one chunk and return their records (pure: same input, same output).
 
@@ -640,6 +665,7 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
     a = plan.empty_records(chunk.size)
     pair = plan.nested_pair
     scan = plan.scan
+    family = signal_family(spec, v)
     causes: dict[str, dict[str, Any]] = {}
     for i, t in enumerate(range(chunk.start, chunk.stop)):
         vkey = None if spec.paired else v.index
@@ -649,10 +675,11 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
             elif spec.importance is None:
                 data = gen.sample(gen.parameters.values, data_streams(spec.seed, t, vkey))
             else:
-                comp, model, values = toy_generator(spec, v, t)
+                comp, model, values = toy_generator(spec, v, t, family)
                 a["sampled_from"][i] = comp
                 data = model.sample(values, data_streams(spec.seed, t, vkey))
-                a["log_ratio"][i] = importance_log_ratios(spec, v, data)
+                if family is None:
+                    a["log_ratio"][i] = importance_log_ratios(spec, v, data)
         except Exception as exc:
             warnings.warn(f"toy {t} of variant {v.name}: generation failed: {exc}",
                           FitFailureWarning, stacklevel=1)
@@ -694,6 +721,8 @@ def run_chunk(plan: Plan, chunk: Chunk) -> ChunkResult:
                 _note_failure(causes, FailReason.EXCEPTION, f"{type(exc).__name__}: {exc}",
                               t, v.name, spec.hypotheses[h])
                 continue
+        if family is not None and pair is not None and pair[1] in fitted:
+            _family_weight(a, i, spec, v, t, family, data, fitted, pair[1], causes)
         # records after every fit: the alternative's cross starts may lower the null's
         for h in plan.fit_order:
             if h not in fitted:

@@ -378,6 +378,15 @@ def _validate_importance(f: StudyFile, nested_test: bool, fit: Mapping[str, Any]
     out: dict[str, Any] = {"inject": list(imp.inject), "fraction": float(imp.fraction)}
     if imp.points is not None:
         out["points"] = _importance_points(imp.points, imp.inject, source)
+    if imp.family is not None:
+        if len(imp.inject) != 1 or imp.points is not None:
+            raise SpecError("importance.family", _dump(imp.family), "exactly one model in "
+                            "importance.inject and no importance.points (the family is that "
+                            "model at a signal drawn for each toy)", source)
+        out["family"] = {"masses": list(imp.family.masses), "widths": list(imp.family.widths),
+                         "coupling": list(imp.family.coupling),
+                         "strength": float(imp.family.strength),
+                         "spread": float(imp.family.spread)}
     return out
 
 

@@ -201,6 +201,28 @@ class TestSettings(StrictModel):
 PointColumn = Annotated[list[Number], Len(1, MAX_INJECTED_POINTS)]
 
 
+class FamilySettings(StrictModel):
+    """A continuous family of injected signals (``importance.family``): each injected toy is
+    generated at its own signal, drawn from a density close to the signal's Jeffreys prior,
+    and weighted in the extended space of data set and signal."""
+
+    masses: Annotated[list[Name], Len(0, 10)] = Field(
+        [], description="parameters drawn uniformly between their limits (e.g. the signal's "
+        "mass)")
+    widths: Annotated[list[Name], Len(0, 10)] = Field(
+        [], description="parameters drawn with density ∝ 1/Γ² between their limits (a "
+        "resonance's width: its Fisher information scales as 1/Γ²)")
+    coupling: Annotated[list[Name], Len(2, 2)] = Field(
+        description="real and imaginary part of the signal's complex coupling (zero in the "
+        "null): phase uniform, magnitude log-normal around `strength`")
+    strength: Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)] = Field(
+        16.0, description="expected −Δln L of the median injected signal on the null's Asimov "
+        "set (½ cᵀ F c, F the coupling's Fisher information, the other parameters profiled); "
+        "about a quarter to half of the t threshold of interest")
+    spread: Annotated[float, Field(gt=0, le=5, allow_inf_nan=False)] = Field(
+        0.25, description="standard deviation of ln |coupling| around that magnitude")
+
+
 class ImportanceSettings(StrictModel):
     """Importance sampling of a significance study's toys for deep tails."""
 
@@ -214,6 +236,9 @@ class ImportanceSettings(StrictModel):
         None, description="inject one model (`inject: [name]`) at K parameter points instead "
         "of K models: a column of K values per parameter (a number: the same at every point); "
         "its other parameters keep their values")
+    family: FamilySettings | None = Field(
+        None, description="inject one model (`inject: [name]`) at a signal drawn afresh for "
+        "each toy instead of at fixed points (masses, widths, complex coupling)")
 
 
 class VariantEntry(StrictModel):

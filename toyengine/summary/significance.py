@@ -440,7 +440,7 @@ class SignificanceSummary:
         if imp is not None:
             notes.append(
                 f"Importance sampling: {fmt_num(100 * imp['fraction'], 3)} % of the toys "
-                f"generated from {_injected_text(imp)} (equal shares), the rest "
+                f"generated from {_injected_text(imp)}, the rest "
                 "under "
                 "h0; p_toys = mean of w·1[t ≥ t_obs] with w = p_h0/p_mixture, ± its "
                 "standard error.")
@@ -546,6 +546,7 @@ def _headline(ds: xr.Dataset, v: int, used: np.ndarray, t_obs: float, ndof_w: fl
                                "reliable": imp.reliable,
                                "n_exceed": imp.n_exceed, "n_toys": imp.n_toys,
                                "fraction": imp.alt_fraction, "upper_limit": upper,
+                               "family": ds.attrs.get("importance_family") or None,
                                **_injected(str(ds.attrs.get("importance_inject", "")).split())})
     elif used.size:
         e = empirical_pvalue(used, t_obs, cl)
@@ -769,8 +770,12 @@ def _injected(names: list[str]) -> dict[str, Any]:
 
 
 def _injected_text(imp: dict[str, Any]) -> str:
-    """The injected components for the summary's note: the models, or ``"H1 at K parameter
-    points"`` for one model injected at K points (:func:`_injected`)."""
+    """The injected components for the summary's note: the models (equal shares), ``"H1 at
+    K parameter points"`` for one model injected at K points (:func:`_injected`), or one
+    model at a signal drawn for each toy (``importance.family``)."""
+    if imp.get("family"):
+        return (f"{imp['inject'][0]} at a signal drawn for each toy ({imp['family']}; "
+                "weights in the space of data set and signal)")
     if imp.get("inject_points"):
-        return f"{imp['inject'][0]} at {imp['inject_points']} parameter points"
-    return ", ".join(imp["inject"])
+        return f"{imp['inject'][0]} at {imp['inject_points']} parameter points (equal shares)"
+    return ", ".join(imp["inject"]) + (" (equal shares)" if len(imp["inject"]) > 1 else "")

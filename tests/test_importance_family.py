@@ -111,6 +111,38 @@ def test_signal_draws_follow_the_density() -> None:
     assert 0.5 * u @ fam._coupling_fisher(np.array([4000.0, 80.0])) @ u == pytest.approx(4.0)
 
 
+def test_folded_signal_density_around_a_fit_is_normalised() -> None:
+    # r(s | x), the Gaussian around H1's fit folded into the mass and width limits, at a
+    # fit on the width's lower limit near the mass's: with the coupling block apart from
+    # the (m, Γ) block (correlation 0.5, σ = 200 and 30 MeV) the density at the coupling's
+    # centre times 2π √det Σ_cc is the folded (m, Γ) density, which must integrate to 1 over
+    # the limits (Simpson's rule on 241 × 145 points, 5 and 2.5 MeV apart, against σ of 200
+    # and 30 MeV: the folded density has kinks only at the limits, the grid's ends; the
+    # rule's error is < 1e-5 here). Its draws (fold of ŝ + L·z) stay inside the limits.
+    spec = _family_study(1)
+    fam = signal_family(spec, spec.variants[0])
+    centre = np.array([3450.0, 40.0, 0.1, -0.2])
+    cov = np.zeros((4, 4))
+    cov[:2, :2] = [[200.0**2, 0.5 * 200 * 30], [0.5 * 200 * 30, 30.0**2]]
+    cov[2:, 2:] = [[0.01, 0.002], [0.002, 0.02]]
+    chol = np.linalg.cholesky(cov)
+    ms = np.linspace(3400.0, 4600.0, 241)
+    ws = np.linspace(40.0, 400.0, 145)
+    dens = np.array([[math.exp(fam._ln_r(np.array([m, w, 0.1, -0.2]), centre, chol))
+                      for w in ws] for m in ms])
+    norm_c = 2.0 * math.pi * math.sqrt(np.linalg.det(cov[2:, 2:]))
+    total = integrate.simpson(integrate.simpson(dens, x=ws, axis=1), x=ms) * norm_c
+    assert total == pytest.approx(1.0, abs=1e-4)
+    # without the fold the same Gaussian keeps only about a third of its mass inside
+    grid = np.stack(np.meshgrid(ms, ws, indexing="ij"), axis=-1)
+    inside = stats.multivariate_normal(centre[:2], cov[:2, :2]).pdf(grid)
+    assert integrate.simpson(integrate.simpson(inside, x=ws, axis=1), x=ms) < 0.5
+    rng = np.random.default_rng(3)
+    draws = np.array([fam._fold(centre + chol @ rng.standard_normal(4)) for _ in range(2000)])
+    assert np.all((draws[:, 0] >= 3400) & (draws[:, 0] <= 4600))
+    assert np.all((draws[:, 1] >= 40) & (draws[:, 1] <= 400))
+
+
 def test_injected_state_is_absorbed_least_by_the_null() -> None:
     # the shift puts the other parameters where the null's fit to the state's Asimov set
     # returns the null's values: that fit's gain in −2 ln L over the null's values enters

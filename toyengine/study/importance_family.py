@@ -9,7 +9,9 @@ signal), so the toys sample the extended space ``(x, s)`` (Owen, *Monte Carlo th
 methods and examples* (2013), ch. 9 and 10): under the target a toy is a null data set
 ``x ~ p_0`` with ``s ~ r(s | x)``, a Gaussian around the alternative's fit of the signal to
 ``x`` with the inverse Fisher information as covariance; the proposal is the defensive
-mixture ``q(x, s) = (1 − a) p_0(x) r(s | x) + a π(s) p_s(x)``. The weight ``p_0 r / q =
+mixture ``q(x, s) = (1 − a) p_0(x) r(s | x) + a π(s) p_s(x)`` (``r`` folded into the masses'
+and widths' limits, where π lives: a null toy whose fit sits on a limit would otherwise
+draw half its signals where π is zero, and weigh the most ``1/(1 − a)``). The weight ``p_0 r / q =
 1 / ((1 − a) + a e^L)`` with ``L = ln π(s) + ln p_s(x) − ln p_0(x) − ln r(s | x)`` (the
 record field ``log_ratio``) is exact for any ``r`` and ``π``; their choice only sets the
 variance. With ``r`` at the fit and ``π`` near the Jeffreys density of the signal, ``e^L``
@@ -208,6 +210,41 @@ class SignalFamily:
         cov = ((vec / ev) @ vec.T)[np.ix_(pos, pos)]
         return fitted[self.index], np.linalg.cholesky(0.5 * (cov + cov.T))
 
+    def _fold(self, s: np.ndarray) -> np.ndarray:
+        """``s`` with each mass and width reflected into its limits (a triangle wave of
+        period 2 (hi − lo)), so that ``r`` lives where π does."""
+        out = np.array(s, dtype=float)
+        for j, n in enumerate([*self.masses, *self.widths]):
+            lo, hi = self._limits[n]
+            u = (out[j] - lo) % (2.0 * (hi - lo))
+            out[j] = lo + (u if u <= hi - lo else 2.0 * (hi - lo) - u)
+        return out
+
+    def _ln_r(self, s: np.ndarray, centre: np.ndarray, chol: np.ndarray) -> float:
+        """``ln r(s | x)``: the Gaussian N(centre, chol cholᵀ) folded into the limits
+        (:meth:`_fold`), summed over the preimages of ``s`` within 12 standard deviations
+        of the centre (the fold moves no volume: its Jacobian is 1)."""
+        sd = np.sqrt(np.sum(chol * chol, axis=1))
+        axes = []
+        for j, n in enumerate([*self.masses, *self.widths]):
+            lo, hi = self._limits[n]
+            period = 2.0 * (hi - lo)
+            k = np.arange(math.floor((centre[j] - 12 * sd[j] - hi) / period),
+                          math.ceil((centre[j] + 12 * sd[j] - lo) / period) + 1)
+            pre = np.concatenate([s[j] + k * period, 2.0 * lo - s[j] + k * period])
+            axes.append(pre[np.abs(pre - centre[j]) <= 12 * sd[j]])
+        if any(a.size == 0 for a in axes):
+            return -math.inf
+        grids = np.meshgrid(*axes, indexing="ij")
+        pts = np.tile(s, (grids[0].size, 1)) if axes else s[None, :]
+        for j, g in enumerate(grids):
+            pts[:, j] = g.ravel()
+        d = np.linalg.solve(chol, (pts - centre).T)
+        lg = -0.5 * np.sum(d * d, axis=0)
+        top = float(lg.max())
+        return (top + math.log(float(np.sum(np.exp(lg - top))))
+                - float(np.sum(np.log(np.diag(chol)))) - 0.5 * s.size * math.log(2.0 * math.pi))
+
     def log_ratio(self, data: Any, fitted: np.ndarray, s: np.ndarray | None,
                   normal: np.ndarray, l0: float) -> tuple[float, np.ndarray]:
         """``(L, s)`` of one toy: ``L = ln π(s) + ln p_s(x) − ln p_0(x) − ln r(s | x)``.
@@ -220,7 +257,8 @@ class SignalFamily:
             The alternative's fitted values on x (full parameter vector).
         s : ndarray or None
             The signal that generated x (an injected toy), or None for a null toy, whose
-            ``s = ŝ + L · normal`` is drawn from ``r(s | x)``.
+            ``s`` is drawn from ``r(s | x)``: ``ŝ + L · normal`` folded into the masses'
+            and widths' limits.
         normal : ndarray
             Standard normal draws of the toy's importance stream (used for a null toy).
         l0 : float
@@ -228,14 +266,11 @@ class SignalFamily:
         """
         centre, chol = self._around_fit(data, np.asarray(fitted, dtype=float))
         if s is None:
-            s = centre + chol @ normal
-        d = np.linalg.solve(chol, s - centre)
-        ln_r = (-0.5 * float(d @ d) - float(np.sum(np.log(np.diag(chol))))
-                - 0.5 * d.size * math.log(2.0 * math.pi))
+            s = self._fold(centre + chol @ normal)
         lp = self.ln_density(s)
         if not math.isfinite(lp):
             return -math.inf, s
         x = self.values(s)
         l1 = NormalConstraint.from_parameters(self.model.parameters).add_value(
             -float(self.model.nll(data)(x)), x)
-        return lp + l1 - l0 - ln_r, s
+        return lp + l1 - l0 - self._ln_r(s, centre, chol), s

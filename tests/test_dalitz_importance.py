@@ -23,12 +23,13 @@ _SMALL = ("yield_values: {run1: {sig: [150, 10], nr: [20, 5], comb: [20, 5]}, "
           "run2: {sig: [150, 10], nr: [20, 5], comb: [20, 5]}}, grid: {du: 0.1, n_t: 6}")
 
 
-def _study(seed: int, importance: str = "", inject_options: str = "") -> StudySpec:
+def _study(seed: int, importance: str = "", inject_options: str = "", *, toys: int = 10,
+           observed: float = 5.0) -> StudySpec:
     return StudySpec.from_text(f"""
 name: dalitz-importance
 kind: significance
 seed: {seed}
-toys: 10
+toys: {toys}
 models:
   H0:
     builder: zc4100
@@ -41,7 +42,7 @@ models:
     options: {{hypothesis: nominal, {inject_options}{_SMALL}}}
 generate: H0
 hypotheses: [H0, H1]
-test: {{h0: H0, h1: H1, ndof: 4, observed: 5.0}}
+test: {{h0: H0, h1: H1, ndof: 4, observed: {observed}}}
 {importance}
 """)
 

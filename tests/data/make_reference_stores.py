@@ -309,6 +309,31 @@ def differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray],
         return _float_differences(want, got, out)
 
 
+def _log_ratio_bound(want: dict[str, np.ndarray], same: np.ndarray, e_max: np.ndarray,
+                     shift_b: np.ndarray) -> np.ndarray:
+    """The bound on ``log_ratio`` (``importance:``). At fixed injected values it is
+    ln p_k − ln p_0 of a data set generated to a few roundings: 4 K_NLL ef of the toy.
+    With ``importance.family`` (one column; a store with one fixed injected model gets the
+    same, looser bound, as its arrays do not tell the two apart) it also depends on H1's
+    fitted values (the centre and covariance of r) and on the shift's Asimov fits, which
+    the store does not record: where the toy's fits took the same path those move by
+    ~sqrt(ef) sigma and L by K_X sqrt(eps) max(|L|, 1); else the centre moves as ``value``
+    does (K_B shift_b sigma), r's ½ d² by up to (|d| + Δd) Δd with |d| ≤ 8, and each of the
+    three shift fits ends anywhere within MIGRAD's convergence (2 K_B SCAN_EDM each)."""
+    lr = want["log_ratio"]
+    nll = want["nll"]
+    ef_toy = EPS * np.maximum(np.nanmax(np.abs(nll), axis=-1), 1.0)[..., None]
+    fixed = np.broadcast_to(4 * K_NLL * ef_toy, lr.shape)
+    if lr.shape[-1] != 1:
+        return fixed
+    toy_same = np.all(same, axis=-1)[..., None]
+    moved = np.nanmax(shift_b, axis=-1)[..., None]
+    e_toy = np.nanmax(e_max, axis=-1)[..., None]
+    case_b = 8 * K_B * moved + K_B * (3 * 2 * SCAN_EDM + e_toy)
+    return fixed + np.where(toy_same, K_X * np.sqrt(EPS) * np.maximum(np.abs(lr), 1.0),
+                            case_b)
+
+
 def _float_differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray],
                        out: list[str]) -> tuple[list[str], int]:
     nll = want["nll"]
@@ -358,8 +383,11 @@ def _float_differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray],
         e_toy = np.nanmax(e_max, axis=-1)[..., None]
         _worst("scan_t", d("scan_t"), np.where(moved, 2 * K_B * (2 * SCAN_EDM + e_toy),
                                                4 * K_NLL * ef_toy), out)
+    if "log_ratio" in want:
+        _worst("log_ratio", d("log_ratio"), _log_ratio_bound(want, same, e_max, shift_b),
+               out)
     known = {*FIT_FLOATS, *PATH_FIELDS, "truth", "reference", "global_obs", "scan_points",
-             "scan_t"}
+             "scan_t", "log_ratio"}
     for name, w in want.items():
         if w.dtype.kind == "f" and name not in known and got[name].tobytes() != w.tobytes():
             out.append(f"{name}: a float array without a rounding bound differs")

@@ -55,6 +55,7 @@ from .importance import (
     signal_family,
     toy_generator,
 )
+from .importance_family import SignalFamily
 from .plan import Chunk, Plan, param_axis
 from .reference import generator_model
 from .seeds import data_streams, fit_rng, global_observables_rng
@@ -625,7 +626,7 @@ def _store_sweighted(a: dict[str, np.ndarray], at: tuple[int, int], model: ToyMo
 
 
 def _family_weight(a: dict[str, np.ndarray], i: int, spec: StudySpec, v: Variant, t: int,
-                   family: Any, data: Any, fitted: dict[int, FitResult], h: int,
+                   family: SignalFamily, data: Any, fitted: dict[int, FitResult], h: int,
                    causes: dict[str, dict[str, Any]]) -> None:
     """Store toy ``t``'s ``log_ratio`` of ``importance.family`` (it needs the alternative's
     fit); a toy whose weight cannot be computed is a failed fit of the alternative, with
